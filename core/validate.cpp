@@ -157,6 +157,23 @@ void validate(const Problem& p) {
   }
 }
 
+void validate_inputs(const ForwardParams& params) {
+  const Problem& p = params.problem;
+  validate(p);
+  require_view(params.q, "params.q", p.dtype, p.B, p.S_q, p.H, p.d);
+  require_view(params.k, "params.k", p.dtype, p.B, p.S_k, p.H_kv, p.d);
+  require_view(params.v, "params.v", p.dtype, p.B, p.S_k, p.H_kv, p.d);
+}
+
+void validate_inputs(const BackwardParams& params) {
+  const Problem& p = params.problem;
+  validate(p);
+  require_view(params.q, "params.q", p.dtype, p.B, p.S_q, p.H, p.d);
+  require_view(params.k, "params.k", p.dtype, p.B, p.S_k, p.H_kv, p.d);
+  require_view(params.v, "params.v", p.dtype, p.B, p.S_k, p.H_kv, p.d);
+  require_view(params.dO, "params.dO", p.dtype, p.B, p.S_q, p.H, p.d);
+}
+
 void validate(const ForwardParams& params) {
   const Problem& p = params.problem;
   validate(p);

@@ -58,5 +58,9 @@ struct BackwardParams {
 void validate(const Problem& p);
 void validate(const ForwardParams& p);
 void validate(const BackwardParams& p);
+// The problem and the input views only (Q, K, V; and dO for backward), for code that reads the
+// inputs but writes its results elsewhere (the gold reference). Same errors as validate().
+void validate_inputs(const ForwardParams& p);
+void validate_inputs(const BackwardParams& p);
 
 }  // namespace flashref

@@ -1,8 +1,18 @@
 // The "reference" backend: naive attention that materializes S and P, computed the way a
-// real low-precision kernel computes it (the *baseline* of design.md): float32 arithmetic,
-// P rounded to the input dtype before P V (and dS rounded before dS K, dS^T Q), outputs rounded
-// to the output dtype; TF32 rounding of the matmul inputs when options.allow_tf32.
-// The backward uses the standard equations (7)-(11), not the recomputation trick.
+// real low-precision kernel computes it (the *baseline* of design.md):
+//   forward   inputs as stored, float32 arithmetic: S = scale * Q K^T, softmax with the row max
+//             subtracted, P rounded to the input dtype before O = P V, O rounded to the output
+//             dtype, L = m + log(l) in float32 (-inf for fully masked rows, whose O is 0).
+//   backward  the standard equations (7)-(11) in float32, recomputing S and P from Q and K
+//             (O and L are validated but not read): dP = dO V^T, dS from the explicit softmax
+//             Jacobian with the float32 P; P and dS rounded to the input dtype before
+//             dV = P^T dO, dQ = scale * dS K, dK = scale * dS^T Q; gradients rounded to
+//             grad_dtype on store, dK and dV summed over each group in float32 first.
+//   TF32      with options.allow_tf32 and f32 inputs, every matmul operand is rounded to TF32
+//             (round_to_tf32 in tf32.hpp), modelling float32 tensor-core matmuls.
+// Memory: the inputs in float32 plus a few S_q x S_k float32 matrices per OpenMP thread;
+// threads work on (batch, head) pairs (options.num_threads; 0: OpenMP's default) and the result
+// does not depend on their number. Validates first and writes nothing on error.
 #pragma once
 
 #include <memory>

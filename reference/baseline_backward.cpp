@@ -1,0 +1,88 @@
+// The baseline backward: the standard equations (7)-(11) in float32, as a low-precision kernel
+// does them: P and dS are stored in the input dtype before the matmuls that consume them, and
+// the gradients are rounded to grad_dtype on store.
+#include <array>
+
+#include "baseline.hpp"
+#include "gather.hpp"
+#include "naive.hpp"
+
+namespace flashref::reference {
+
+namespace {
+
+// Writes a (seq x dim) float matrix into batch b, head h of view `v`, rounding to its dtype.
+void store_head(const TensorView& v, std::int64_t b, std::int64_t h,
+                const xt::xtensor<float, 2>& M) {
+  for (std::size_t s = 0; s < M.shape()[0]; ++s) {
+    for (std::size_t c = 0; c < M.shape()[1]; ++c) {
+      v.store(b, static_cast<std::int64_t>(s), h, static_cast<std::int64_t>(c), M(s, c));
+    }
+  }
+}
+
+}  // namespace
+
+void baseline_backward(const BackwardParams& params) {
+  validate(params);
+  const Problem& p = params.problem;
+  const int threads = thread_count(params.options);
+  const OperandRounding operand(p.dtype, params.options.allow_tf32);
+  xt::xtensor<float, 4> Q = gather_bhsd<float>(params.q, threads);
+  xt::xtensor<float, 4> K = gather_bhsd<float>(params.k, threads);
+  xt::xtensor<float, 4> V = gather_bhsd<float>(params.v, threads);
+  xt::xtensor<float, 4> dO = gather_bhsd<float>(params.dO, threads);
+  if (operand.tf32) {
+    operand.apply(Q);
+    operand.apply(K);
+    operand.apply(V);
+    operand.apply(dO);
+  }
+  const float scale = static_cast<float>(p.scale);
+  const auto size = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+
+  // One task per (batch, kv head): it owns dK and dV of that head and sums its group's query
+  // heads into float32 accumulators, rounding once on store.
+#pragma omp parallel num_threads(threads)
+  {
+    const std::array<std::size_t, 2> scores_shape{size(p.S_q), size(p.S_k)};
+    xt::xtensor<float, 2> S(scores_shape), P(scores_shape), dP(scores_shape), dS(scores_shape);
+    xt::xtensor<float, 2> dQ(std::array<std::size_t, 2>{size(p.S_q), size(p.d)});
+    xt::xtensor<float, 2> dK(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
+    xt::xtensor<float, 2> dV(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
+    const std::array<std::size_t, 1> rows_shape{size(p.S_q)};
+    xt::xtensor<float, 1> m(rows_shape), l(rows_shape);
+#pragma omp for schedule(dynamic)
+    for (std::int64_t n = 0; n < p.B * p.H_kv; ++n) {
+      const std::int64_t b = n / p.H_kv, h_kv = n % p.H_kv;
+      const auto K_kv = naive::head_of(K, b, h_kv), V_kv = naive::head_of(V, b, h_kv);
+      dK.fill(0.0f);
+      dV.fill(0.0f);
+      for (std::int64_t h = h_kv * p.group_size(); h < (h_kv + 1) * p.group_size(); ++h) {
+        const auto Q_h = naive::head_of(Q, b, h), dO_h = naive::head_of(dO, b, h);
+        // Eq. (4)-(5): recompute S and P in float32.
+        naive::masked_scores(Q_h, K_kv, scale, p, naive::rows_of(S));
+        naive::softmax_rows(naive::rows_of(S), p, naive::rows_of(P), m.data(), l.data());
+        // Eq. (8): dP = dO V^T.
+        naive::matmul_bt(dO_h, V_kv, naive::rows_of(dP));
+        // Eq. (9): dS_i = (diag(P_i) - P_i P_i^T) dP_i, from the float32 P before it is stored.
+        naive::softmax_backward_rows(naive::rows_of(P), naive::rows_of(dP), nullptr,
+                                     naive::rows_of(dS));
+        // Eq. (7): dV += P^T dO with P stored in the input dtype.
+        operand.apply(P);
+        naive::matmul_at_accumulate(naive::rows_of(P), dO_h, naive::rows_of(dV));
+        // Eq. (10)-(11): dQ = scale * dS K, dK += dS^T Q, with dS stored in the input dtype.
+        operand.apply(dS);
+        naive::matmul(naive::rows_of(dS), K_kv, naive::rows_of(dQ));
+        naive::scale_in_place(naive::rows_of(dQ), scale);
+        store_head(params.dq, b, h, dQ);
+        naive::matmul_at_accumulate(naive::rows_of(dS), Q_h, naive::rows_of(dK));
+      }
+      naive::scale_in_place(naive::rows_of(dK), scale);
+      store_head(params.dk, b, h_kv, dK);
+      store_head(params.dv, b, h_kv, dV);
+    }
+  }
+}
+
+}  // namespace flashref::reference
