@@ -1,6 +1,71 @@
-// placeholder until the cpu layer lands
+// The "cpu" backend: validation, then Algorithm 1 (forward.cpp) or Algorithm 2 (backward*.cpp).
 #include "flashref/cpu/backend.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "algorithms.hpp"
+#include "flashref/cpu/faults.hpp"
 #include "flashref/error.hpp"
+
 namespace flashref::cpu {
-std::unique_ptr<Backend> make_backend() { throw Unsupported("cpu backend not built yet"); }
+namespace {
+
+std::uint32_t known_faults() {
+  std::uint32_t all = 0;
+  for (Fault f : all_faults()) all |= static_cast<std::uint32_t>(f);
+  return all;
+}
+
+void validate_options(const ExecutionOptions& options) {
+  const std::uint32_t unknown = options.test_faults & ~known_faults();
+  if (unknown != 0) {
+    std::ostringstream o;
+    o << "unknown fault bits 0x" << std::hex << unknown << " (see flashref/cpu/faults.hpp)";
+    throw InvalidArgument("params.options.test_faults", o.str());
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  Support supports(const Problem& problem) const override {
+    try {
+      validate(problem);
+    } catch (const InvalidArgument& e) {
+      return {false, e.what()};
+    }
+    return {};
+  }
+
+  void forward(const ForwardParams& params) const override {
+    validate(params);
+    validate_options(params.options);
+    detail::run_forward(params);
+  }
+
+  void backward(const BackwardParams& params) const override {
+    validate(params);
+    validate_options(params.options);
+    detail::run_backward(params);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend() {
+  return std::make_unique<CpuBackend>();
+}
+
+namespace detail {
+
+int thread_count(const ExecutionOptions& options, std::int64_t tasks) {
+  const int wanted = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  return static_cast<int>(std::clamp<std::int64_t>(tasks, 1, std::max(wanted, 1)));
+}
+
+}  // namespace detail
 }  // namespace flashref::cpu

@@ -1,0 +1,46 @@
+// The entry points of the tiled algorithms, and the task loop they share.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "flashref/params.hpp"
+
+namespace flashref::cpu::detail {
+
+// Algorithm 1. params are validated.
+void run_forward(const ForwardParams& params);
+// Algorithm 2: D, then the dQ pass, then the dK/dV pass. params are validated.
+void run_backward(const BackwardParams& params);
+
+// Threads for `tasks` independent tasks: options.num_threads (0: OpenMP's default), at most
+// one per task.
+int thread_count(const ExecutionOptions& options, std::int64_t tasks);
+
+// One workspace per thread, all made before any task starts, so that an allocation failure
+// throws before anything is written.
+template <class Workspace, class MakeWorkspace>
+std::vector<Workspace> make_workspaces(int threads, MakeWorkspace make_workspace) {
+  std::vector<Workspace> workspaces;
+  workspaces.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) workspaces.push_back(make_workspace());
+  return workspaces;
+}
+
+// Runs body(workspace, task) for task = 0..n_tasks-1 on one thread per workspace. Tasks are
+// handed out dynamically in index order: list the costly ones first. The body must not throw.
+// Each task writes outputs no other task writes, so the results do not depend on the thread
+// count or the schedule.
+template <class Workspace, class Body>
+void for_each_task(std::int64_t n_tasks, std::vector<Workspace>& workspaces, Body body) {
+  const int threads = static_cast<int>(workspaces.size());
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (std::int64_t task = 0; task < n_tasks; ++task) {
+    body(workspaces[static_cast<std::size_t>(omp_get_thread_num())], task);
+  }
+}
+
+}  // namespace flashref::cpu::detail

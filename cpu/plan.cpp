@@ -1,0 +1,75 @@
+#include "plan.hpp"
+
+#include <algorithm>
+
+#include "flashref/cpu/backend.hpp"
+#include "flashref/cpu/faults.hpp"
+
+namespace flashref::cpu::detail {
+namespace {
+
+Problem apply_mask_faults(Problem p, std::uint32_t faults) {
+  if (has_fault(faults, Fault::mask_ignored)) p.mask = Mask::none;
+  if (has_fault(faults, Fault::mask_alignment)) {
+    if (p.mask == Mask::causal_top_left) {
+      p.mask = Mask::causal_bottom_right;
+    } else if (p.mask == Mask::causal_bottom_right) {
+      p.mask = Mask::causal_top_left;
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+Plan::Plan(const Problem& problem, const ExecutionOptions& options)
+    : problem_(apply_mask_faults(problem, options.test_faults)),
+      faults_(options.test_faults),
+      scale_(has_fault(options.test_faults, Fault::no_scale) ? 1.0f
+                                                             : static_cast<float>(problem.scale)),
+      mask_diagonal_(!has_fault(options.test_faults, Fault::diagonal_tiles)),
+      B_q_(options.tile_q > 0 ? options.tile_q : kDefaultTileQ),
+      B_k_(options.tile_k > 0 ? options.tile_k : kDefaultTileK),
+      T_q_((problem.S_q + B_q_ - 1) / B_q_),
+      T_k_((problem.S_k + B_k_ - 1) / B_k_),
+      q_rows_max_(std::min(B_q_, problem.S_q)),
+      k_rows_max_(std::min(B_k_, problem.S_k)) {}
+
+TileKind Plan::kind(std::int64_t i, std::int64_t j) const {
+  if (problem_.mask == Mask::none) return TileKind::full;
+  // last_visible_key is non-decreasing in the query row, so the tile's first and last rows
+  // bound every row's view.
+  const std::int64_t first_row_sees = problem_.last_visible_key(row_begin(i));
+  const std::int64_t last_row_sees = problem_.last_visible_key(row_end(i) - 1);
+  if (col_begin(j) > last_row_sees) return TileKind::skipped;
+  if (col_end(j) - 1 <= first_row_sees) return TileKind::full;
+  return TileKind::diagonal;
+}
+
+std::int64_t Plan::key_tiles_end(std::int64_t i) const {
+  const std::int64_t last_row_sees = problem_.last_visible_key(row_end(i) - 1);
+  if (last_row_sees < 0) return 0;
+  return std::min(T_k_, last_row_sees / B_k_ + 1);
+}
+
+std::int64_t Plan::query_tiles_begin(std::int64_t j) const {
+  // The first query row that sees key col_begin(j), by bisection on the monotone mask.
+  const std::int64_t key = col_begin(j);
+  std::int64_t lo = 0, hi = problem_.S_q;  // answer in [lo, hi]; hi means "no row"
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (problem_.last_visible_key(mid) >= key) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo == problem_.S_q ? T_q_ : lo / B_q_;
+}
+
+std::int64_t Plan::visible_keys(std::int64_t q, std::int64_t j) const {
+  const std::int64_t n = problem_.last_visible_key(q) - col_begin(j) + 1;
+  return std::clamp<std::int64_t>(n, 0, col_end(j) - col_begin(j));
+}
+
+}  // namespace flashref::cpu::detail

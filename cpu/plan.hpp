@@ -1,0 +1,71 @@
+// The tiling of one call: tile sizes and counts, each tile's rows, and which key tiles a query
+// tile sees under the mask (Algorithm 1 lines 1-3, shared by the forward and both backward
+// passes). Planted faults that change the mask or the scale are folded in here, once.
+#pragma once
+
+#include <cstdint>
+
+#include "flashref/cpu/trace.hpp"
+#include "flashref/params.hpp"
+
+namespace flashref::cpu::detail {
+
+// Buffer rows are padded to a multiple of kRowPad and columns to a multiple of kColPad so the
+// matrix kernels run whole register blocks; the padding is kept at zero.
+inline constexpr std::int64_t kRowPad = 8;
+inline constexpr std::int64_t kColPad = 16;
+
+constexpr std::int64_t round_up(std::int64_t n, std::int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+class Plan {
+ public:
+  Plan(const Problem& problem, const ExecutionOptions& options);
+
+  const Problem& problem() const { return problem_; }  // after faults (mask may differ)
+  std::uint32_t faults() const { return faults_; }
+  float scale() const { return scale_; }  // softmax scale as float (1 under Fault::no_scale)
+
+  std::int64_t B_q() const { return B_q_; }  // as requested (may exceed S_q)
+  std::int64_t B_k() const { return B_k_; }
+  std::int64_t T_q() const { return T_q_; }
+  std::int64_t T_k() const { return T_k_; }
+  // Rows any query (key) tile holds at most, and those padded for buffers used as columns.
+  std::int64_t q_rows_max() const { return q_rows_max_; }
+  std::int64_t k_rows_max() const { return k_rows_max_; }
+  std::int64_t q_pad() const { return round_up(q_rows_max_, kColPad); }
+  std::int64_t k_pad() const { return round_up(k_rows_max_, kColPad); }
+  std::int64_t d_pad() const { return round_up(problem_.d, kColPad); }
+
+  std::int64_t row_begin(std::int64_t i) const { return i * B_q_; }
+  std::int64_t row_end(std::int64_t i) const {
+    return i + 1 == T_q_ ? problem_.S_q : (i + 1) * B_q_;
+  }
+  std::int64_t col_begin(std::int64_t j) const { return j * B_k_; }
+  std::int64_t col_end(std::int64_t j) const {
+    return j + 1 == T_k_ ? problem_.S_k : (j + 1) * B_k_;
+  }
+
+  // skipped: no row of query tile i sees any key of key tile j; full: every row sees every
+  // key; diagonal: the tile crosses the mask's boundary and needs the index comparison.
+  TileKind kind(std::int64_t i, std::int64_t j) const;
+  // Query tile i visits key tiles [0, key_tiles_end(i)); the rest are skipped.
+  std::int64_t key_tiles_end(std::int64_t i) const;
+  // Key tile j is seen by query tiles [query_tiles_begin(j), T_q); T_q when by none.
+  std::int64_t query_tiles_begin(std::int64_t j) const;
+  // Whether the diagonal tiles compare indices (false only under Fault::diagonal_tiles).
+  bool masks_diagonal_tiles() const { return mask_diagonal_; }
+
+  // Keys of tile j visible to query row q: [col_begin(j), col_begin(j) + visible_keys(q, j)).
+  std::int64_t visible_keys(std::int64_t q, std::int64_t j) const;
+
+ private:
+  Problem problem_;
+  std::uint32_t faults_;
+  float scale_;
+  bool mask_diagonal_;
+  std::int64_t B_q_, B_k_, T_q_, T_k_, q_rows_max_, k_rows_max_;
+};
+
+}  // namespace flashref::cpu::detail
