@@ -1,0 +1,39 @@
+// The one argument struct every kernel of the cuda backend takes (by value), built on the host
+// from ForwardParams / BackwardParams after validation. Plain C++: no CUDA types.
+#pragma once
+
+#include <cstdint>
+
+namespace flashref::cuda::kernels {
+
+// A (batch, seq, head, dim) tensor: base pointer and element strides; the dim is contiguous.
+struct TensorArg {
+  void* ptr = nullptr;
+  std::int64_t batch_stride = 0, row_stride = 0, head_stride = 0;
+};
+
+// Element type codes for outputs whose dtype is only known at run time (the gradients).
+enum OutCode : int { kOutF32 = 0, kOutF16 = 1, kOutBF16 = 2 };
+
+struct AttnArgs {
+  TensorArg q, k, v, o;  // (B, S_q, H, d), (B, S_k, H_kv, d) x2, (B, S_q, H, d)
+  TensorArg dO;          // (B, S_q, H, d); backward only
+  TensorArg dq, dk, dv;  // gradients, dtype grad_code; backward only
+  float* lse = nullptr;  // L, (B, H, S_q) contiguous: written by forward, read by backward
+  // Backward workspace, each (B * H, S_q_pad) float32, rows past S_q padded so tiles need no
+  // predicate: lse2 = L * log2(e) for the tensor-core kernels, L itself for the float32 ones
+  // (+inf where L = -inf, so P = 0 there and a fully masked row never makes NaN), and
+  // dsum = D = rowsum(dO * O) (0 in the padding).
+  float* lse2 = nullptr;
+  float* dsum = nullptr;
+  int B = 1, H = 1, H_kv = 1, group = 1;  // group = H / H_kv query heads per key/value head
+  int S_q = 1, S_k = 1, S_q_pad = 1;
+  int d = 1;              // true head dim (kernels are compiled for a padded kD >= d)
+  float scale = 1.0f;     // softmax scale
+  float scale_log2 = 1;   // scale * log2(e): scores go to the log2 domain in one multiply
+  int causal = 0;         // 0: no mask; 1: key k visible to query q iff k <= q + causal_offset
+  int causal_offset = 0;  // 0 for top-left, S_k - S_q for bottom-right
+  int grad_code = kOutF32;
+};
+
+}  // namespace flashref::cuda::kernels

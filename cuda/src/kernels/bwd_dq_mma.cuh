@@ -1,0 +1,243 @@
+// Backward, the pass that owns dQ (bf16 / f16, tensor cores): one block per (query tile, head,
+// batch), one loop over key tiles; every dQ row is summed by one thread block in a fixed order,
+// so no atomics and bitwise reproducible results.
+//
+// Per key tile j (Alg. 2 lines 11-16 seen from the query side), each warp owning 16 rows:
+//   S = Q_i K_j^T, s' = S * scale * log2(e)   (-inf where masked)
+//   P = 2^(s' - L' )                           L' = L * log2(e) from the preprocess kernel
+//   dP = dO_i V_j^T
+//   dS = P * (dP - D_i)                        rounded to bf16/f16, kept in registers
+//   dQ += dS K_j                               and dQ *= scale once at the end
+// K_j and V_j are double-buffered with cp.async.
+#pragma once
+
+#include "kernels/args.hpp"
+#include "kernels/ptx.cuh"
+#include "kernels/tile_io.cuh"
+
+namespace flashref::cuda::kernels {
+
+// Rows of the backward workspace are padded to a multiple of this (>= every kernel's tile).
+inline constexpr int kWorkspaceRowPad = 128;
+
+// Whether query row q sees exactly one key. Its softmax is then the constant 1, so P = 1 and
+// dS = 0 exactly, which the backward kernels use: recomputing P as 2^(s' - L') would carry
+// L's rounding (relative 1e-5 for the scores of large inputs), and the recomputation form
+// P (dP - D) would leave the rounding difference between dP (a product of the kernel) and D
+// (a sum of the preprocess) where the true gradient is 0.
+__device__ __forceinline__ bool sees_one_key(const AttnArgs& args, int64_t q) {
+  return args.S_k == 1 || (args.causal && q + args.causal_offset == 0);
+}
+
+template <typename Element_, int kD_, int kBlockN_, int kNWarps_, bool kQInRegs_>
+struct BwdDqMmaTraits {
+  using Element = Element_;
+  static constexpr int kD = kD_;
+  static constexpr int kNWarps = kNWarps_;
+  static constexpr int kBlockM = 16 * kNWarps;  // one 16-row mma tile per warp
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr bool kQInRegs = kQInRegs_;  // Q_i and dO_i fragments held in registers
+  static constexpr int kThreads = kNWarps * 32;
+  static constexpr int kStride = kD + 8;
+  static constexpr int kStageElems = 2 * kBlockN * kStride;  // K_j and V_j
+  static constexpr int kMainBytes = (2 * kBlockM * kStride + 2 * kStageElems) * 2;
+  static constexpr int kOutStride = kD + 4;  // float staging of dQ
+  static constexpr int kOutBytes = kBlockM * kOutStride * 4;
+  static constexpr int kSmemBytes = kMainBytes > kOutBytes ? kMainBytes : kOutBytes;
+  static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
+  static_assert(kBlockN % 16 == 0 && kD % 16 == 0, "B_k and the head dim must be multiples of 16");
+};
+
+template <typename T>
+__global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs args) {
+  using Element = typename T::Element;
+  using M = Mma<Element>;
+  constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN;
+  constexpr int kStride = T::kStride, kThreads = T::kThreads;
+  constexpr int kNT = kBlockN / 8, kDT = kD / 8, kKS = kD / 16;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Element* sQ = reinterpret_cast<Element*>(smem_raw);
+  Element* sdO = sQ + kBlockM * kStride;
+  Element* sKV = sdO + kBlockM * kStride;  // stage s: K at sKV + s * kStageElems, V after it
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int bh_count = args.B * args.H;
+  const int m_block =
+      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
+  const int bh = blockIdx.x % bh_count;
+  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
+  const int row0 = m_block * kBlockM;
+  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const int d = args.d;
+
+  const int n_blocks = ceil_div(args.S_k, kBlockN);
+  int n_end = n_blocks;
+  if (args.causal) {
+    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
+    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
+  }
+
+  float acc_dq[kDT][4];
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_dq[dt][e] = 0.0f;
+
+  const int warp_row0 = warp * 16;
+  const int a_row = (lane % 8) + ((lane / 8) % 2) * 8, a_col = (lane / 16) * 8;
+  const int bk_row = (lane % 8) + (lane / 16) * 8, bk_col = ((lane / 8) % 2) * 8;
+  const int bt_row = (lane % 8) + ((lane / 8) % 2) * 8, bt_col = (lane / 16) * 8;
+
+  if (n_end > 0) {
+    const Element* k_head = row_ptr<const Element>(args.k, b, 0, h_kv);
+    const Element* v_head = row_ptr<const Element>(args.v, b, 0, h_kv);
+    auto load_kv = [&](int n, int stage) {
+      const int n0 = n * kBlockN;
+      Element* sK = sKV + stage * T::kStageElems;
+      load_tile_async<kBlockN, kD, kStride, kThreads>(
+          sK, k_head + static_cast<int64_t>(n0) * args.k.row_stride, args.k.row_stride,
+          args.S_k - n0, d, tid);
+      load_tile_async<kBlockN, kD, kStride, kThreads>(
+          sK + kBlockN * kStride, v_head + static_cast<int64_t>(n0) * args.v.row_stride,
+          args.v.row_stride, args.S_k - n0, d, tid);
+    };
+    // Alg. 2 line 10: Q_i, dO_i, and this tile's rows of L and D.
+    load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const Element>(args.q, b, row0, h),
+                                                    args.q.row_stride, rows_valid, d, tid);
+    load_tile_async<kBlockM, kD, kStride, kThreads>(
+        sdO, row_ptr<const Element>(args.dO, b, row0, h), args.dO.row_stride, rows_valid, d, tid);
+    cp_async_commit();
+    load_kv(n_end - 1, 0);
+    cp_async_commit();
+
+    const int64_t ws_row =
+        (static_cast<int64_t>(b) * args.H + h) * args.S_q_pad + row0 + warp_row0 + g;
+    float lse2[2], dsum[2];
+    bool single[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      lse2[hf] = args.lse2[ws_row + hf * 8];
+      dsum[hf] = args.dsum[ws_row + hf * 8];
+      single[hf] = sees_one_key(args, row0 + warp_row0 + g + hf * 8);
+    }
+
+    uint32_t q_frag[T::kQInRegs ? kKS : 1][4], do_frag[T::kQInRegs ? kKS : 1][4];
+    if constexpr (T::kQInRegs) {
+      cp_async_wait<1>();
+      __syncthreads();
+#pragma unroll
+      for (int ks = 0; ks < kKS; ++ks) {
+        ldmatrix_x4(q_frag[ks], smem_addr(sQ + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
+        ldmatrix_x4(do_frag[ks], smem_addr(sdO + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
+      }
+    }
+
+    int stage = 0;
+    for (int n = n_end - 1; n >= 0; --n, stage ^= 1) {
+      const int n0 = n * kBlockN;
+      if (n > 0) {
+        load_kv(n - 1, stage ^ 1);  // the next tile streams in while this one is computed
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+      const Element* sK = sKV + stage * T::kStageElems;
+      const Element* sV = sK + kBlockN * kStride;
+
+      // Line 11: S = Q_i K_j^T; line 14: dP = dO_i V_j^T.
+      float acc_s[kNT][4], acc_dp[kNT][4];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[nt][e] = acc_dp[nt][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kKS; ++ks) {
+        uint32_t aq[4], ado[4];
+        if constexpr (T::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            aq[e] = q_frag[ks][e];
+            ado[e] = do_frag[ks][e];
+          }
+        } else {
+          ldmatrix_x4(aq, smem_addr(sQ + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
+          ldmatrix_x4(ado, smem_addr(sdO + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
+        }
+#pragma unroll
+        for (int np = 0; np < kNT / 2; ++np) {
+          uint32_t bk[4], bv[4];
+          ldmatrix_x4(bk, smem_addr(sK + (np * 16 + bk_row) * kStride + ks * 16 + bk_col));
+          ldmatrix_x4(bv, smem_addr(sV + (np * 16 + bk_row) * kStride + ks * 16 + bk_col));
+          M::run(acc_s[2 * np], aq, bk[0], bk[1]);
+          M::run(acc_s[2 * np + 1], aq, bk[2], bk[3]);
+          M::run(acc_dp[2 * np], ado, bv[0], bv[1]);
+          M::run(acc_dp[2 * np + 1], ado, bv[2], bv[3]);
+        }
+      }
+
+      // Line 12: P = exp(scale S - L) = 2^(s' - L'); line 15: dS = P * (dP - D).
+      const bool needs_mask =
+          n0 + kBlockN > args.S_k ||
+          (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
+      uint32_t ds_frag[kBlockN / 16][4];
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        int limit = args.S_k;
+        if (needs_mask && args.causal) {
+          const int64_t last =
+              static_cast<int64_t>(row0 + warp_row0 + g + hf * 8) + args.causal_offset;
+          limit = static_cast<int>(max64(0, min64(limit, last + 1)));
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int e = hf * 2 + c;
+            float x = acc_s[nt][e] * args.scale_log2 - lse2[hf];
+            if (needs_mask && n0 + nt * 8 + 2 * t + c >= limit) x = -INFINITY;
+            acc_s[nt][e] = single[hf] ? 0.0f : fast_exp2(x) * (acc_dp[nt][e] - dsum[hf]);
+          }
+      }
+#pragma unroll
+      for (int kp = 0; kp < kBlockN / 16; ++kp) {
+        ds_frag[kp][0] = M::pack(acc_s[2 * kp][0], acc_s[2 * kp][1]);
+        ds_frag[kp][1] = M::pack(acc_s[2 * kp][2], acc_s[2 * kp][3]);
+        ds_frag[kp][2] = M::pack(acc_s[2 * kp + 1][0], acc_s[2 * kp + 1][1]);
+        ds_frag[kp][3] = M::pack(acc_s[2 * kp + 1][2], acc_s[2 * kp + 1][3]);
+      }
+
+      // Line 16: dQ_i += dS K_j (K_j read transposed: keys are the reduction dim).
+#pragma unroll
+      for (int kp = 0; kp < kBlockN / 16; ++kp)
+#pragma unroll
+        for (int dp = 0; dp < kDT / 2; ++dp) {
+          uint32_t bk[4];
+          ldmatrix_x4_trans(bk, smem_addr(sK + (kp * 16 + bt_row) * kStride + dp * 16 + bt_col));
+          M::run(acc_dq[2 * dp], ds_frag[kp], bk[0], bk[1]);
+          M::run(acc_dq[2 * dp + 1], ds_frag[kp], bk[2], bk[3]);
+        }
+      __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+  }
+
+  // dQ = scale * dS K, staged as float and written in the gradient dtype.
+  float* sOut = reinterpret_cast<float*>(smem_raw);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = warp_row0 + g + hf * 8;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+      *reinterpret_cast<float2*>(sOut + r * T::kOutStride + dt * 8 + 2 * t) =
+          make_float2(acc_dq[dt][hf * 2] * args.scale, acc_dq[dt][hf * 2 + 1] * args.scale);
+  }
+  __syncthreads();
+  store_tile_f32<kBlockM, kD, T::kOutStride, kThreads>(sOut, args.dq.ptr, args.grad_code,
+                                                       row_offset(args.dq, b, row0, h),
+                                                       args.dq.row_stride, rows_valid, d, tid);
+}
+
+}  // namespace flashref::cuda::kernels

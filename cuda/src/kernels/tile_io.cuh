@@ -1,0 +1,104 @@
+// Moving tiles between global and shared memory, shared by every kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/args.hpp"
+#include "kernels/ptx.cuh"
+
+namespace flashref::cuda::kernels {
+
+__host__ __device__ constexpr int ceil_div(int a, int b) {
+  return (a + b - 1) / b;
+}
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+__device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+// Start of row `row` of head `h` in batch `b` of a tensor (64-bit offsets throughout: a tensor
+// may hold more than 2^31 elements).
+template <typename T>
+__device__ __forceinline__ T* row_ptr(const TensorArg& t, int b, int row, int h) {
+  return static_cast<T*>(t.ptr) + static_cast<int64_t>(b) * t.batch_stride +
+         static_cast<int64_t>(h) * t.head_stride + static_cast<int64_t>(row) * t.row_stride;
+}
+
+// Element offset of row `row` of head `h` in batch `b` (for outputs whose dtype is a run-time
+// value, addressed through store4).
+__device__ __forceinline__ int64_t row_offset(const TensorArg& t, int b, int row, int h) {
+  return static_cast<int64_t>(b) * t.batch_stride + static_cast<int64_t>(h) * t.head_stride +
+         static_cast<int64_t>(row) * t.row_stride;
+}
+
+// Copies a kRows x kD tile (row i at g + i * row_stride) into shared memory with row stride
+// kStride elements, asynchronously, in 16-byte chunks. Rows >= rows_valid and columns >= d are
+// zero-filled: a zero row of K/V or Q adds nothing, and V's zeros keep 0 * garbage out of O.
+template <int kRows, int kD, int kStride, int kThreads, typename T>
+__device__ __forceinline__ void load_tile_async(T* smem, const T* g, int64_t row_stride,
+                                                int rows_valid, int d, int tid) {
+  constexpr int kChunkElems = 16 / sizeof(T);
+  constexpr int kChunksPerRow = kD / kChunkElems;
+  constexpr int kTotal = kRows * kChunksPerRow;
+  static_assert(kD % kChunkElems == 0, "tile width must be a whole number of 16-byte chunks");
+#pragma unroll
+  for (int i = 0; i < ceil_div(kTotal, kThreads); ++i) {
+    const int c = tid + i * kThreads;
+    if (kTotal % kThreads == 0 || c < kTotal) {
+      const int r = c / kChunksPerRow;
+      const int col = (c % kChunksPerRow) * kChunkElems;
+      const bool pred = r < rows_valid && col < d;
+      // A predicated-off copy reads nothing, but still gets a valid address.
+      const T* src = pred ? g + static_cast<int64_t>(r) * row_stride + col : g;
+      cp_async_16(smem_addr(smem + r * kStride + col), src, pred);
+    }
+  }
+}
+
+// Writes 4 floats, converted to the output dtype, at element offset `off` of `base`.
+__device__ __forceinline__ void store4(void* base, int code, int64_t off, float4 v) {
+  if (code == kOutF32) {
+    *reinterpret_cast<float4*>(static_cast<float*>(base) + off) = v;
+  } else if (code == kOutF16) {
+    __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
+    uint2 u;
+    u.x = *reinterpret_cast<uint32_t*>(&a);
+    u.y = *reinterpret_cast<uint32_t*>(&b);
+    *reinterpret_cast<uint2*>(static_cast<__half*>(base) + off) = u;
+  } else {
+    __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    uint2 u;
+    u.x = *reinterpret_cast<uint32_t*>(&a);
+    u.y = *reinterpret_cast<uint32_t*>(&b);
+    *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(base) + off) = u;
+  }
+}
+
+// Copies a kRows x kD float tile from shared memory (row stride kStride) to rows starting at
+// element offset `off` of a tensor of dtype `code`, rows < rows_valid and columns < d only,
+// 4 elements per store.
+template <int kRows, int kD, int kStride, int kThreads>
+__device__ __forceinline__ void store_tile_f32(const float* smem, void* base, int code, int64_t off,
+                                               int64_t row_stride, int rows_valid, int d, int tid) {
+  constexpr int kChunksPerRow = kD / 4;
+  constexpr int kTotal = kRows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < ceil_div(kTotal, kThreads); ++i) {
+    const int c = tid + i * kThreads;
+    if (kTotal % kThreads == 0 || c < kTotal) {
+      const int r = c / kChunksPerRow;
+      const int col = (c % kChunksPerRow) * 4;
+      if (r < rows_valid && col < d) {
+        const float4 v = *reinterpret_cast<const float4*>(smem + r * kStride + col);
+        store4(base, code, off + static_cast<int64_t>(r) * row_stride + col, v);
+      }
+    }
+  }
+}
+
+}  // namespace flashref::cuda::kernels

@@ -1,0 +1,262 @@
+// Launchers: grid size, dynamic shared memory opt-in and error checks for each kernel. The
+// explicit instantiations are spread over inst/*.cu so the build compiles them in parallel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "check.hpp"
+#include "kernels/configs.hpp"
+
+namespace flashref::cuda {
+
+template <typename Element>
+constexpr const char* element_name() {
+  if constexpr (std::is_same_v<Element, __nv_bfloat16>)
+    return "bf16";
+  else if constexpr (std::is_same_v<Element, __half>)
+    return "f16";
+  else
+    return "f32";
+}
+
+// "fwd_mma<bf16, d=64, 128x64, 128 threads, 55296 B smem>": what an error message names.
+inline std::string kernel_label(const char* kernel, const char* element, int d, int bm, int bn,
+                                int threads, int smem) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s<%s, d=%d, %dx%d, %d threads, %d B smem>", kernel, element, d,
+                bm, bn, threads, smem);
+  return buf;
+}
+
+// Kernels above 48 KB of dynamic shared memory must opt in, once per kernel and device.
+inline void raise_smem_limit(const void* kernel, int smem, const std::string& label) {
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> raised;  // (kernel, device)
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (raised.count({kernel, device}) != 0) return;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+             label + " (raising the shared memory limit)");
+  raised.insert({kernel, device});
+}
+
+template <typename Kernel>
+void launch_kernel(Kernel kernel, unsigned grid, int threads, int smem,
+                   const kernels::AttnArgs& args, cudaStream_t stream, const std::string& label) {
+  if (grid == 0) return;
+  if (smem > 48 * 1024) raise_smem_limit(reinterpret_cast<const void*>(kernel), smem, label);
+  kernel<<<grid, threads, smem, stream>>>(args);
+  check_cuda(cudaGetLastError(), label);
+}
+
+inline unsigned grid_size(long long tiles, long long heads, long long batch) {
+  return static_cast<unsigned>(tiles * heads * batch);
+}
+
+// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,f32=N" picks the d = 64 alternatives
+// of configs.hpp instead of variant 0 (f32: 0 automatic, 1 large tiles, 2 small tiles). Read
+// once; unknown keys and values fall back to 0.
+struct Tune {
+  int fwd = 0, dq = 0, dkdv = 0, f32 = 0;
+};
+inline const Tune& tune() {
+  static const Tune t = [] {
+    Tune r;
+    const char* s = std::getenv("FLASHREF_CUDA_TUNE");
+    if (s == nullptr) return r;
+    const std::string str(s);
+    auto read = [&](const char* key, int& out, int max) {
+      const std::string k = std::string(key) + "=";
+      const auto pos = str.find(k);
+      if (pos == std::string::npos) return;
+      const int v = std::atoi(str.c_str() + pos + k.size());
+      out = v >= 0 && v <= max ? v : 0;
+    };
+    read("fwd", r.fwd, 3);
+    read("dq", r.dq, 1);
+    read("dkdv", r.dkdv, 2);
+    read("f32", r.f32, 2);
+    return r;
+  }();
+  return t;
+}
+
+template <typename Element, int kD, int kVariant>
+void run_fwd_mma_variant(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using T = typename kernels::FwdMmaConfig<Element, kD, kVariant>::Traits;
+  launch_kernel(kernels::fwd_mma_kernel<T>,
+                grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B), T::kThreads,
+                T::kSmemBytes, args, stream,
+                kernel_label("fwd_mma", element_name<Element>(), kD, T::kBlockM, T::kBlockN,
+                             T::kThreads, T::kSmemBytes));
+}
+
+template <typename Element, int kD>
+void run_fwd_mma(const kernels::AttnArgs& args, cudaStream_t stream) {
+  if constexpr (kD == 64) {
+    switch (tune().fwd) {
+      case 1:
+        return run_fwd_mma_variant<Element, kD, 1>(args, stream);
+      case 2:
+        return run_fwd_mma_variant<Element, kD, 2>(args, stream);
+      case 3:
+        return run_fwd_mma_variant<Element, kD, 3>(args, stream);
+      default:
+        break;
+    }
+  }
+  run_fwd_mma_variant<Element, kD, 0>(args, stream);
+}
+
+template <typename Element, int kD, int kVariant>
+void run_bwd_dq_mma_variant(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Dq = typename kernels::BwdDqMmaConfig<Element, kD, kVariant>::Traits;
+  launch_kernel(kernels::bwd_dq_mma_kernel<Dq>,
+                grid_size(kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, args.B), Dq::kThreads,
+                Dq::kSmemBytes, args, stream,
+                kernel_label("bwd_dq_mma", element_name<Element>(), kD, Dq::kBlockM, Dq::kBlockN,
+                             Dq::kThreads, Dq::kSmemBytes));
+}
+
+template <typename Element, int kD, int kVariant>
+void run_bwd_dkdv_mma_variant(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Dkv = typename kernels::BwdDkvMmaConfig<Element, kD, kVariant>::Traits;
+  using Dkv2 = typename kernels::BwdDkvMmaConfig<Element, kD, kVariant>::Second;
+  launch_kernel(kernels::bwd_dkdv_mma_kernel<Dkv>,
+                grid_size(kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, args.B),
+                Dkv::kThreads, Dkv::kSmemBytes, args, stream,
+                kernel_label(Dkv::kDoDK ? "bwd_dkdv_mma" : "bwd_dv_mma", element_name<Element>(),
+                             kD, Dkv::kBlockM, Dkv::kBlockN, Dkv::kThreads, Dkv::kSmemBytes));
+  if constexpr (!std::is_void_v<Dkv2>) {
+    launch_kernel(kernels::bwd_dkdv_mma_kernel<Dkv2>,
+                  grid_size(kernels::ceil_div(args.S_k, Dkv2::kBlockN), args.H_kv, args.B),
+                  Dkv2::kThreads, Dkv2::kSmemBytes, args, stream,
+                  kernel_label("bwd_dk_mma", element_name<Element>(), kD, Dkv2::kBlockM,
+                               Dkv2::kBlockN, Dkv2::kThreads, Dkv2::kSmemBytes));
+  }
+}
+
+// The dQ pass and the dK/dV pass are independent (both read only Q, K, V, dO and the
+// workspace): the dQ pass runs on `stream`, the dK/dV pass on `side`, which the caller forks
+// from and joins back to `stream` (dispatch.cu), so the tail of one grid overlaps the other.
+template <typename Element, int kD>
+void run_bwd_mma(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  if constexpr (kD == 64) {
+    if (tune().dq == 1)
+      run_bwd_dq_mma_variant<Element, kD, 1>(args, stream);
+    else
+      run_bwd_dq_mma_variant<Element, kD, 0>(args, stream);
+    switch (tune().dkdv) {
+      case 1:
+        return run_bwd_dkdv_mma_variant<Element, kD, 1>(args, side);
+      case 2:
+        return run_bwd_dkdv_mma_variant<Element, kD, 2>(args, side);
+      default:
+        return run_bwd_dkdv_mma_variant<Element, kD, 0>(args, side);
+    }
+  } else {
+    run_bwd_dq_mma_variant<Element, kD, 0>(args, stream);
+    run_bwd_dkdv_mma_variant<Element, kD, 0>(args, side);
+  }
+}
+
+// Multiprocessors of the current device, looked up once per device.
+inline int sm_count() {
+  static std::mutex mutex;
+  static std::map<int, int> counts;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = counts.find(device);
+  if (it != counts.end()) return it->second;
+  int n = 0;
+  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute(multiprocessors)");
+  counts.emplace(device, n);
+  return n;
+}
+
+// The float32 forward takes its small tiles when the grid of 64-row tiles would hold fewer
+// than 4 blocks per SM (configs.hpp says why); the backward keeps the large ones, which
+// measured faster inside forward+backward (docs/perf-notes.md, run 3). FLASHREF_CUDA_TUNE
+// f32=1 / f32=2 forces large / small tiles on both.
+inline bool f32_small_tiles(long long rows, long long heads, long long batch, bool backward) {
+  if (tune().f32 == 1) return false;
+  if (tune().f32 == 2) return true;
+  return !backward && (rows + 63) / 64 * heads * batch < 4LL * sm_count();
+}
+
+template <typename T>
+void launch_fwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, int kD) {
+  launch_kernel(
+      kernels::fwd_f32_kernel<T>,
+      grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B), T::kThreads,
+      T::kSmemBytes, args, stream,
+      kernel_label("fwd_f32", "f32", kD, T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes));
+}
+
+template <int kD>
+void run_fwd_f32(const kernels::AttnArgs& args, cudaStream_t stream) {
+  if (f32_small_tiles(args.S_q, args.H, args.B, false))
+    launch_fwd_f32<typename kernels::F32Config<kD>::FwdSmall>(args, stream, kD);
+  else
+    launch_fwd_f32<typename kernels::F32Config<kD>::Fwd>(args, stream, kD);
+}
+
+template <typename Dq, typename Dkv>
+void launch_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side, int kD) {
+  launch_kernel(kernels::bwd_dq_f32_kernel<Dq>,
+                grid_size(kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, args.B), Dq::kThreads,
+                Dq::kDqSmemBytes, args, stream,
+                kernel_label("bwd_dq_f32", "f32", kD, Dq::kBlockM, Dq::kBlockN, Dq::kThreads,
+                             Dq::kDqSmemBytes));
+  launch_kernel(kernels::bwd_dkdv_f32_kernel<Dkv>,
+                grid_size(kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, args.B),
+                Dkv::kThreads, Dkv::kDkvSmemBytes, args, side,
+                kernel_label("bwd_dkdv_f32", "f32", kD, Dkv::kBlockM, Dkv::kBlockN, Dkv::kThreads,
+                             Dkv::kDkvSmemBytes));
+}
+
+template <int kD>
+void run_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  using C = kernels::F32Config<kD>;
+  if (f32_small_tiles(std::max(args.S_q, args.S_k), args.H, args.B, true))
+    launch_bwd_f32<typename C::DqSmall, typename C::DkvSmall>(args, stream, side, kD);
+  else
+    launch_bwd_f32<typename C::Dq, typename C::Dkv>(args, stream, side, kD);
+}
+
+// Declared here, instantiated once each in inst/*.cu.
+#define FLASHREF_DECLARE_MMA(E, D)                                                \
+  extern template void run_fwd_mma<E, D>(const kernels::AttnArgs&, cudaStream_t); \
+  extern template void run_bwd_mma<E, D>(const kernels::AttnArgs&, cudaStream_t, cudaStream_t);
+FLASHREF_DECLARE_MMA(__nv_bfloat16, 32)
+FLASHREF_DECLARE_MMA(__nv_bfloat16, 64)
+FLASHREF_DECLARE_MMA(__nv_bfloat16, 128)
+FLASHREF_DECLARE_MMA(__nv_bfloat16, 256)
+FLASHREF_DECLARE_MMA(__half, 32)
+FLASHREF_DECLARE_MMA(__half, 64)
+FLASHREF_DECLARE_MMA(__half, 128)
+FLASHREF_DECLARE_MMA(__half, 256)
+#undef FLASHREF_DECLARE_MMA
+#define FLASHREF_DECLARE_F32(D)                                                \
+  extern template void run_fwd_f32<D>(const kernels::AttnArgs&, cudaStream_t); \
+  extern template void run_bwd_f32<D>(const kernels::AttnArgs&, cudaStream_t, cudaStream_t);
+FLASHREF_DECLARE_F32(32)
+FLASHREF_DECLARE_F32(64)
+FLASHREF_DECLARE_F32(128)
+FLASHREF_DECLARE_F32(256)
+#undef FLASHREF_DECLARE_F32
+
+}  // namespace flashref::cuda

@@ -1,0 +1,232 @@
+// Scale: the leaderboard problem (B=1, H=16, S=16384, d=64, bf16, causal) run whole on the
+// GPU and judged on slices small enough for the double-precision gold, and a problem whose
+// tensors span more than 2^31 elements (64-bit offsets).
+//
+// A slice of query rows [r0, r0 + n) of one head is itself an attention problem: those rows
+// with keys [0, r0 + n) and the bottom-right causal mask (offset r0) see exactly what they see
+// in the whole problem, so their O, L and dQ are the whole problem's. The keys of the last
+// slice are seen by no other query, so its dK and dV rows are the whole problem's too. Each
+// slice is judged under the rule against the gold and the baseline computed on the slice, and
+// the cpu backend is run on the same slice as a second candidate.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <xtensor/xview.hpp>
+
+#include "cuda_test_support.hpp"
+#include "flashref/verify/gold.hpp"
+#include "flashref/verify/problem_data.hpp"
+#include "flashref/verify/rule.hpp"
+#include "flashref/verify/runner.hpp"
+#include "flashref/verify/stats.hpp"
+
+namespace flashref {
+namespace {
+
+using verify::HostTensor;
+using verify::Layout;
+using verify::TensorId;
+
+// Rows [s0, s0 + n) of head h of batch 0, as a one-head tensor (values copied exactly).
+HostTensor slice_rows(const HostTensor& t, std::int64_t h, std::int64_t s0, std::int64_t n) {
+  HostTensor out(t.dtype(), Layout::bshd, 1, 1, n, t.d());
+  for (std::int64_t s = 0; s < n; ++s)
+    for (std::int64_t i = 0; i < t.d(); ++i) out.set(0, 0, s, i, t.get(0, h, s0 + s, i));
+  return out;
+}
+
+template <std::size_t N>
+xt::xtensor<double, N> rows_of(const xt::xtensor<double, N>& t, std::int64_t h, std::int64_t s0,
+                               std::int64_t n) {
+  if constexpr (N == 4) {
+    return xt::view(t, xt::range(0, 1), xt::range(h, h + 1), xt::range(s0, s0 + n), xt::all());
+  } else {
+    return xt::view(t, xt::range(0, 1), xt::range(h, h + 1), xt::range(s0, s0 + n));
+  }
+}
+
+template <std::size_t N>
+verify::RuleCheck judge(TensorId id, const Problem& p, const xt::xtensor<double, N>& cand,
+                        const xt::xtensor<double, N>& gold, const xt::xtensor<double, N>& base) {
+  if constexpr (N == 4) {
+    const verify::SeqAxis axis = verify::seq_axis(id);
+    return verify::apply_rule(id, verify::output_dtype(id, p),
+                              verify::compute_stats(cand, gold, axis, 128),
+                              verify::compute_stats(base, gold, axis, 128));
+  } else {
+    return verify::apply_rule(id, verify::output_dtype(id, p),
+                              verify::compute_stats(cand, gold, 128),
+                              verify::compute_stats(base, gold, 128));
+  }
+}
+
+std::string describe(const verify::RuleCheck& r) {
+  return std::string(verify::tensor_name(r.tensor)) + ": error " + std::to_string(r.candidate_err) +
+         " vs limit " + std::to_string(r.limit) + " (baseline " + std::to_string(r.baseline_err) +
+         ") " + r.reason;
+}
+
+TEST(CudaLarge, LeaderboardProblemMatchesTheGoldOnSlices) {
+  FLASHREF_REQUIRE_GPU();
+  constexpr std::int64_t S = 16384, H = 16, d = 64, n = 192;
+  const Problem big = make_problem(1, H, H, S, S, d, Mask::causal_top_left, DType::bf16);
+  verify::InputOptions in;
+  in.seed = 2025;
+  const verify::ProblemData data = verify::make_problem_data(big, in);
+  const std::unique_ptr<Backend> cuda = make_backend("cuda");
+  verify::RunOptions run;
+  run.backward = true;
+  const verify::RunOutputs gpu = verify::run_backend(*cuda, data, run);
+
+  std::mt19937_64 rng(99);
+  const std::int64_t h = static_cast<std::int64_t>(rng() % H);
+  const std::int64_t r_mid = static_cast<std::int64_t>(rng() % (S - 2 * n)) + n;
+  const std::unique_ptr<Backend> reference = make_backend("reference");
+  const std::unique_ptr<Backend> cpu = make_backend("cpu");
+  for (const std::int64_t r0 : {std::int64_t{0}, r_mid, S - n}) {
+    SCOPED_TRACE("head " + std::to_string(h) + ", query rows [" + std::to_string(r0) + ", " +
+                 std::to_string(r0 + n) + ")");
+    verify::ProblemData sub;
+    sub.problem = make_problem(1, 1, 1, n, r0 + n, d, Mask::causal_bottom_right, DType::bf16);
+    sub.q = slice_rows(data.q, h, r0, n);
+    sub.k = slice_rows(data.k, h, 0, r0 + n);
+    sub.v = slice_rows(data.v, h, 0, r0 + n);
+    sub.dO = slice_rows(data.dO, h, r0, n);
+    const verify::GoldOutputs gold = verify::compute_gold(sub, true);
+    const verify::RunOutputs base = verify::run_backend(*reference, sub, run);
+    const verify::RunOutputs host = verify::run_backend(*cpu, sub, run);
+    const Problem& p = sub.problem;
+
+    std::vector<verify::RuleCheck> gpu_checks = {
+        judge<4>(TensorId::O, p, rows_of<4>(gpu.O, h, r0, n), gold.O, base.O),
+        judge<3>(TensorId::L, p, rows_of<3>(gpu.L, h, r0, n), gold.L, base.L),
+        judge<4>(TensorId::dQ, p, rows_of<4>(gpu.dQ, h, r0, n), gold.dQ, base.dQ)};
+    std::vector<verify::RuleCheck> cpu_checks = {
+        judge<4>(TensorId::O, p, host.O, gold.O, base.O),
+        judge<3>(TensorId::L, p, host.L, gold.L, base.L),
+        judge<4>(TensorId::dQ, p, host.dQ, gold.dQ, base.dQ)};
+    if (r0 == S - n) {
+      // Keys [S - n, S): in the slice they are key rows [r0, r0 + n) too.
+      const auto key_rows = [&](const xt::xtensor<double, 4>& t, std::int64_t head) {
+        return rows_of<4>(t, head, r0, n);
+      };
+      gpu_checks.push_back(judge<4>(TensorId::dK, p, key_rows(gpu.dK, h), key_rows(gold.dK, 0),
+                                    key_rows(base.dK, 0)));
+      gpu_checks.push_back(judge<4>(TensorId::dV, p, key_rows(gpu.dV, h), key_rows(gold.dV, 0),
+                                    key_rows(base.dV, 0)));
+      cpu_checks.push_back(judge<4>(TensorId::dK, p, key_rows(host.dK, 0), key_rows(gold.dK, 0),
+                                    key_rows(base.dK, 0)));
+    }
+    for (const verify::RuleCheck& r : gpu_checks) EXPECT_TRUE(r.pass) << "cuda " << describe(r);
+    for (const verify::RuleCheck& r : cpu_checks) EXPECT_TRUE(r.pass) << "cpu " << describe(r);
+  }
+}
+
+// Every tensor view has a batch stride of 2^31 + 64 elements, so batch 1 lives past element
+// 2^31 of each buffer (8 buffers of 4.3 GB). The results must be bit-identical to the same
+// problem in compact tensors: each (batch, head) is computed the same way wherever it lives.
+TEST(CudaLarge, TensorsPast2To31ElementsUse64BitOffsets) {
+  FLASHREF_REQUIRE_GPU();
+  const std::unique_ptr<Backend> cuda = make_backend("cuda");
+  const DeviceRuntime* rt = cuda->device_runtime();
+  const Problem p = make_problem(2, 2, 1, 300, 300, 64, Mask::causal_top_left, DType::bf16);
+  constexpr std::int64_t kBatchStride = (std::int64_t{1} << 31) + 64;
+  const std::size_t span_bytes = static_cast<std::size_t>(kBatchStride + 300 * 2 * 64) * 2;
+  const std::size_t total_free = [&] {
+    // bytes_in_use() is total - free; the test needs 8 spans free.
+    return span_bytes * 8 + (std::size_t{1} << 30);
+  }();
+  (void)total_free;
+
+  verify::InputOptions in;
+  in.seed = 5;
+  in.layout = Layout::bshd;
+  const verify::ProblemData data = verify::make_problem_data(p, in);
+  verify::RunOptions run;
+  run.backward = true;
+  const verify::RunOutputs compact = verify::run_backend(*cuda, data, run);
+
+  std::vector<void*> buffers;
+  auto cleanup = [&] {
+    for (void* b : buffers) rt->release(b);
+  };
+  // A (B, S, H, d) view whose batches are kBatchStride elements apart.
+  auto spread = [&](const HostTensor* src, std::int64_t H) -> TensorView {
+    void* base = nullptr;
+    try {
+      base = rt->allocate(span_bytes);
+    } catch (const std::exception& e) {
+      cleanup();
+      throw;
+    }
+    buffers.push_back(base);
+    rt->fill_bytes(base, 0xff, span_bytes);
+    TensorView v{base, DType::bf16, 2, 300, H, 64, kBatchStride, H * 64, 64};
+    if (src != nullptr) {
+      const std::size_t batch_bytes = static_cast<std::size_t>(300 * H * 64) * 2;
+      for (int b = 0; b < 2; ++b)
+        rt->to_device(static_cast<char*>(base) + static_cast<std::size_t>(b * kBatchStride) * 2,
+                      static_cast<const char*>(src->data()) + b * batch_bytes, batch_bytes);
+    }
+    return v;
+  };
+  try {
+    ForwardParams f;
+    f.problem = p;
+    f.q = spread(&data.q, 2);
+    f.k = spread(&data.k, 1);
+    f.v = spread(&data.v, 1);
+    f.o = spread(nullptr, 2);
+    void* lse = rt->allocate(2 * 2 * 300 * sizeof(float));
+    buffers.push_back(lse);
+    f.lse = static_cast<float*>(lse);
+    cuda->forward(f);
+    BackwardParams g;
+    g.problem = p;
+    g.q = f.q;
+    g.k = f.k;
+    g.v = f.v;
+    g.o = f.o;
+    g.lse = f.lse;
+    g.dO = spread(&data.dO, 2);
+    g.dq = spread(nullptr, 2);
+    g.dk = spread(nullptr, 1);
+    g.dv = spread(nullptr, 1);
+    cuda->backward(g);
+    rt->synchronize();
+
+    auto expect_same = [&](const TensorView& v, const HostTensor& expected, const char* name) {
+      const std::size_t batch_bytes = static_cast<std::size_t>(300 * v.heads * 64) * 2;
+      std::vector<char> got(batch_bytes);
+      for (int b = 0; b < 2; ++b) {
+        rt->to_host(
+            got.data(),
+            static_cast<const char*>(v.data) + static_cast<std::size_t>(b * kBatchStride) * 2,
+            batch_bytes);
+        EXPECT_EQ(
+            std::memcmp(got.data(), static_cast<const char*>(expected.data()) + b * batch_bytes,
+                        batch_bytes),
+            0)
+            << name << " batch " << b;
+      }
+    };
+    expect_same(f.o, compact.o, "O");
+    expect_same(g.dq, compact.dq, "dQ");
+    expect_same(g.dk, compact.dk, "dK");
+    expect_same(g.dv, compact.dv, "dV");
+    std::vector<float> l(2 * 2 * 300);
+    rt->to_host(l.data(), f.lse, l.size() * sizeof(float));
+    EXPECT_EQ(std::memcmp(l.data(), compact.lse.data(), l.size() * sizeof(float)), 0) << "L";
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+}
+
+}  // namespace
+}  // namespace flashref

@@ -1,0 +1,126 @@
+// `flashref bench`: forward (and backward, forward+backward) medians after warm-up, GFLOP/s
+// and peak extra memory, for one problem or a named sweep (verify/sweeps.cpp).
+#include <iostream>
+#include <memory>
+
+#include "command.hpp"
+#include "flashref/backend.hpp"
+#include "flashref/error.hpp"
+#include "flashref/verify/bench.hpp"
+#include "flashref/verify/sweeps.hpp"
+#include "problem_options.hpp"
+
+namespace flashref::cli {
+namespace {
+
+struct BenchSettings {
+  ProblemOptions problem;
+  bool backward = false;
+  int reps = 5;
+  int warmup = 1;
+  std::uint64_t seed = 0;
+  bool no_flush = false;
+  bool allow_tf32 = false;
+  std::string sweep;
+  bool list_sweeps = false;
+  bool json = false;
+};
+
+int run_bench(const BenchSettings& s) {
+  if (s.list_sweeps) {
+    for (const verify::Sweep& sw : verify::sweeps()) {
+      std::cout << sw.name << ": " << sw.description << "\n";
+    }
+    return kExitPass;
+  }
+  const auto [tile_q, tile_k] = s.problem.tiles();
+  if (s.problem.threads() < 0) {
+    throw InvalidArgument("--threads", "must be >= 0, got " + std::to_string(s.problem.threads()));
+  }
+  verify::BenchConfig base;
+  base.exec.tile_q = tile_q;
+  base.exec.tile_k = tile_k;
+  base.exec.num_threads = s.problem.threads();
+  base.exec.allow_tf32 = s.allow_tf32;
+  base.layout = s.problem.layout();
+  base.warmup = s.warmup;
+  base.reps = s.reps;
+  base.seed = s.seed;
+  base.flush_l2 = !s.no_flush;
+
+  std::vector<verify::SweepPoint> points;
+  std::vector<std::string> fallback = backend_names();
+  std::string sweep_name;
+  if (!s.sweep.empty()) {
+    const verify::Sweep& sweep = verify::find_sweep(s.sweep);
+    points = sweep.points();
+    if (!sweep.backends.empty()) fallback = sweep.backends;
+    sweep_name = sweep.name;
+  } else {
+    points.push_back({s.problem.problem(), s.backward, ""});
+  }
+  const std::vector<std::string> names = s.problem.backends(fallback);
+
+  std::vector<verify::BenchRow> rows;
+  for (const verify::SweepPoint& point : points) {
+    for (const std::string& name : names) {
+      const std::unique_ptr<Backend> backend = make_backend(name);
+      const Support support = backend->supports(point.problem);
+      if (!support.ok) {
+        // Asked for by name on a single problem: a usage error. Otherwise skip, and say so.
+        if (s.problem.backends_given() && sweep_name.empty()) {
+          throw Unsupported("backend '" + name + "' cannot run this problem: " + support.reason);
+        }
+        std::cerr << "flashref bench: skipping " << name << " (" << support.reason << ")\n";
+        continue;
+      }
+      verify::BenchConfig config = base;
+      config.problem = point.problem;
+      config.backward = point.backward;
+      if (!s.json)
+        std::cerr << "flashref bench: " << name << ": " << describe(point.problem) << "\n";
+      for (verify::BenchRow& row : verify::bench_backend(*backend, config)) {
+        row.sweep = sweep_name;
+        row.label = point.label;
+        rows.push_back(std::move(row));
+      }
+    }
+  }
+  if (s.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const verify::BenchRow& row : rows) out.push_back(verify::to_json(row));
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << verify::format_bench_table(rows);
+    if (!rows.empty()) {
+      std::cout << "timer: " << rows.front().timer << ", median of " << s.reps << " after "
+                << s.warmup << " warm-up; memory: " << rows.front().memory_method << "\n";
+    }
+  }
+  return kExitPass;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto settings = std::make_shared<BenchSettings>();
+  CLI::App* sub = app.add_subcommand(
+      "bench",
+      "Time backends: forward (with --backward also backward and forward+backward) medians\n"
+      "after warm-up, GFLOP/s (FlashAttention's FLOP count), and peak extra memory.\n"
+      "A single problem from the options, or a named sweep (--sweep, --list-sweeps).");
+  settings->problem.add_to(*sub, {"1,8,2048,2048,64", 8, "causal", "f32"});
+  sub->add_flag("--backward", settings->backward, "also time backward and forward+backward");
+  sub->add_option("--reps", settings->reps, "timed repetitions (the median is reported)")
+      ->capture_default_str();
+  sub->add_option("--warmup", settings->warmup, "untimed runs first")->capture_default_str();
+  sub->add_option("--seed", settings->seed, "seed of the random inputs")->capture_default_str();
+  sub->add_flag("--no-flush", settings->no_flush, "device backends: do not flush L2 between runs");
+  sub->add_flag("--allow-tf32", settings->allow_tf32, "let f32 device backends use TF32");
+  sub->add_option("--sweep", settings->sweep, "run a named sweep instead of one problem");
+  sub->add_flag("--list-sweeps", settings->list_sweeps, "list the named sweeps and exit");
+  sub->add_flag("--json", settings->json, "print an array of rows, one per (backend, pass)");
+  return {sub, [settings] { return run_bench(*settings); }};
+}
+
+}  // namespace flashref::cli

@@ -1,0 +1,91 @@
+// `flashref run`: compute with one backend from .npy inputs and write .npy outputs, so another
+// kernel's developer can compare against flashref's tensors in their own tools.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "flashref/backend.hpp"
+#include "flashref/error.hpp"
+#include "flashref/verify/npy.hpp"
+#include "flashref/verify/report.hpp"
+#include "npy_problem.hpp"
+
+namespace flashref::cli {
+namespace {
+
+struct RunSettings {
+  NpyProblemOptions inputs;
+  std::string backend = "cpu";
+  std::string out_dir;
+  int threads = 0;
+  bool json = false;
+};
+
+int run_run(const RunSettings& s) {
+  if (s.threads < 0) {
+    throw InvalidArgument("--threads", "must be >= 0, got " + std::to_string(s.threads));
+  }
+  const std::unique_ptr<Backend> backend = make_backend(s.backend);
+  const NpyProblem input = load_npy_problem(s.inputs);
+  const Problem& p = input.data.problem;
+  const Support support = backend->supports(p);
+  if (!support.ok) {
+    throw Unsupported("backend '" + s.backend + "' cannot run this problem: " + support.reason);
+  }
+  verify::RunOptions options;
+  std::tie(options.exec.tile_q, options.exec.tile_k) = s.inputs.tiles();
+  options.exec.num_threads = s.threads;
+  options.layout = verify::Layout::bhsd;
+  options.backward = !input.data.dO.empty();
+  const verify::RunOutputs out = verify::run_backend(*backend, input.data, options);
+
+  // Everything is computed before the first file is created: an error leaves no partial output.
+  const auto arrays = output_arrays(out, p, input.course_layout);
+  std::error_code ec;
+  std::filesystem::create_directories(s.out_dir, ec);
+  if (ec)
+    throw InvalidArgument("--out", "cannot create directory '" + s.out_dir + "': " + ec.message());
+  nlohmann::json written = nlohmann::json::array();
+  for (const auto& [name, values] : arrays) {
+    const std::string path = (std::filesystem::path(s.out_dir) / (name + ".npy")).string();
+    verify::write_npy(path, values);
+    written.push_back(path);
+  }
+  if (s.json) {
+    nlohmann::json j = {{"command", "run"},
+                        {"backend", s.backend},
+                        {"problem", verify::to_json(p)},
+                        {"course_layout", input.course_layout},
+                        {"outputs", written}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "problem: " << describe(p) << "\nbackend: " << s.backend << "\nwrote:";
+    for (const auto& path : written) std::cout << " " << path.get<std::string>();
+    std::cout << "\n";
+  }
+  return kExitPass;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto settings = std::make_shared<RunSettings>();
+  CLI::App* sub = app.add_subcommand(
+      "run",
+      "Compute attention with one backend from .npy inputs and write .npy outputs:\n"
+      "DIR/o.npy and DIR/lse.npy, and with --do also DIR/dq.npy, DIR/dk.npy, DIR/dv.npy.\n"
+      "Outputs are float32 holding exactly the values the backend produced, in the inputs'\n"
+      "layout. Exit 0 on success, 2 on bad input (the message names the file).");
+  sub->add_option("--backend", settings->backend, "backend to run")->capture_default_str();
+  settings->inputs.add_to(*sub, "B_q,B_k: tile sizes of the cpu backend (default its own)");
+  sub->add_option("--out", settings->out_dir, "directory for the outputs (created if missing)")
+      ->required();
+  sub->add_option("--threads", settings->threads, "OpenMP threads of the cpu backend (0: default)");
+  sub->add_flag("--json", settings->json, "print what was written as JSON");
+  return {sub, [settings] { return run_run(*settings); }};
+}
+
+}  // namespace flashref::cli

@@ -1,0 +1,53 @@
+// The engine of `flashref fuzz`: RapidCheck drawing verification cases from the generator the
+// property tests use (verify/generators.hpp), judging one backend on each, shrinking the first
+// failure to a minimal case.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "flashref/verify/generators.hpp"
+#include "flashref/verify/verification.hpp"
+
+namespace flashref::cli {
+
+struct FuzzSettings {
+  std::string backend = "cpu";
+  std::int64_t cases = 0;  // stop after this many cases (0: no limit; then `seconds` is)
+  double seconds = 0.0;    // stop after this long (0: no limit)
+  std::uint64_t seed = 0;
+  verify::CaseBounds bounds;
+  std::uint32_t planted_faults = 0;  // cpu test faults for every case: testing the fuzzer
+};
+
+struct FuzzProgress {
+  std::int64_t cases = 0;         // cases judged
+  std::int64_t unsupported = 0;   // cases the backend could not run (discarded)
+  std::int64_t failures = 0;      // 0, or 1 once a failing case was found
+  std::int64_t shrink_steps = 0;  // shrinks accepted so far
+  std::int64_t shrink_tries = 0;  // shrinks tried so far
+  double elapsed_s = 0.0;
+  bool shrinking = false;
+};
+
+struct FuzzResult {
+  FuzzProgress progress;
+  bool passed = true;
+  // The minimal failing case after shrinking, its report, and what RapidCheck said.
+  std::optional<verify::VerifyCase> minimal;
+  std::optional<verify::VerifyReport> minimal_report;
+  std::string failure;  // why the minimal case failed, one line per failing tensor
+  std::string gave_up;  // RapidCheck gave up (too many unsupported cases), why
+};
+
+// Runs until `cases` cases, `seconds` elapsed, or the first failure (then shrinks it).
+// `on_progress` is called after every case and shrink attempt.
+FuzzResult run_fuzz(const FuzzSettings& settings,
+                    const std::function<void(const FuzzProgress&)>& on_progress);
+
+// One line per failing tensor of the report (or the backend's error).
+std::string failure_summary(const verify::VerifyReport& report);
+
+}  // namespace flashref::cli

@@ -1,0 +1,158 @@
+#include "problem_options.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "flashref/backend.hpp"
+#include "flashref/error.hpp"
+
+namespace flashref::cli {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = s.find(',', start);
+    parts.push_back(s.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return parts;
+}
+
+namespace {
+
+bool parse_int(const std::string& s, std::int64_t& out) {
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, out);
+  return ec == std::errc() && ptr == end && !s.empty();
+}
+
+// The option a user typed for a field that validate(Problem) names.
+std::string option_for(const std::string& field) {
+  if (field == "problem.H_kv") return "--heads-kv";
+  if (field == "problem.scale") return "--scale";
+  if (field.rfind("problem.", 0) == 0) return "--shape";
+  return field;
+}
+
+// Re-raises an error about a problem field under the option's name, keeping the field.
+[[noreturn]] void rethrow_as_option(const InvalidArgument& e) {
+  const std::string message = std::string(e.what()).substr(e.field().size() + 2);
+  throw InvalidArgument(option_for(e.field()), message + " (" + e.field() + ")");
+}
+
+}  // namespace
+
+void ProblemOptions::add_to(CLI::App& app, const ProblemDefaults& defaults) {
+  defaults_ = defaults;
+  mask_ = defaults.mask;
+  dtype_ = defaults.dtype;
+  shape_opt_ =
+      app.add_option("--shape", shape_,
+                     "B,H,S_q,S_k,d, or B,H,S,d when S_q = S_k [default: " + defaults.shape + "]");
+  heads_kv_opt_ =
+      app.add_option("--heads-kv", heads_kv_,
+                     "key/value heads H_kv, dividing H (GQA; 1: MQA) [default: H, or " +
+                         std::to_string(defaults.heads_kv) + " with the default shape]");
+  app.add_option("--mask", mask_, "none | causal | causal-bottom-right")->capture_default_str();
+  app.add_option("--dtype", dtype_, "f32 | f16 | bf16: Q, K, V, O, dO")->capture_default_str();
+  grad_dtype_opt_ = app.add_option("--grad-dtype", grad_dtype_,
+                                   "f32 | f16 | bf16: dQ, dK, dV [default: --dtype]");
+  scale_opt_ = app.add_option("--scale", scale_, "softmax scale [default: 1/sqrt(d)]");
+  app.add_option("--tile", tile_, "B_q,B_k tile sizes (or one size for both; 0: backend default)");
+  app.add_option("--layout", layout_, "bshd | bhsd: memory layout given to the backends")
+      ->capture_default_str();
+  app.add_option("--threads", threads_, "OpenMP threads for host backends (0: OpenMP default)")
+      ->capture_default_str();
+  backends_opt_ = app.add_option("--backends", backends_,
+                                 "comma-separated backends [default: every backend of the build]");
+}
+
+Problem ProblemOptions::problem() const {
+  const bool shape_given = shape_opt_->count() > 0;
+  const std::string shape = shape_given ? shape_ : defaults_.shape;
+  const std::vector<std::string> parts = split_commas(shape);
+  std::vector<std::int64_t> v;
+  for (const std::string& part : parts) {
+    std::int64_t x = 0;
+    if (!parse_int(part, x) || x < 1) {
+      throw InvalidArgument(
+          "--shape", "expected B,H,S_q,S_k,d or B,H,S,d as positive integers, got '" + shape +
+                         "' ('" + part + "' is not a positive integer)");
+    }
+    v.push_back(x);
+  }
+  if (v.size() == 4) v.insert(v.begin() + 3, v[2]);  // B,H,S,d: S_k = S_q
+  if (v.size() != 5) {
+    throw InvalidArgument("--shape", "expected 5 values B,H,S_q,S_k,d (or 4: B,H,S,d), got " +
+                                         std::to_string(parts.size()) + " in '" + shape + "'");
+  }
+  const std::int64_t H_kv = heads_kv_opt_->count() > 0 ? heads_kv_
+                            : shape_given              ? v[1]
+                                                       : defaults_.heads_kv;
+  Problem p =
+      make_problem(v[0], v[1], H_kv, v[2], v[3], v[4], parse_mask(mask_), parse_dtype(dtype_));
+  if (grad_dtype_opt_->count() > 0) {
+    try {
+      p.grad_dtype = parse_dtype(grad_dtype_);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument("--grad-dtype", std::string(e.what()).substr(e.field().size() + 2));
+    }
+  }
+  if (scale_opt_->count() > 0) p.scale = scale_;
+  try {
+    validate(p);
+  } catch (const InvalidArgument& e) {
+    rethrow_as_option(e);
+  }
+  return p;
+}
+
+std::pair<int, int> ProblemOptions::tiles() const {
+  if (tile_.empty()) return {0, 0};
+  const std::vector<std::string> parts = split_commas(tile_);
+  std::vector<int> t;
+  for (const std::string& part : parts) {
+    std::int64_t x = 0;
+    if (!parse_int(part, x) || x < 0 || x > 1 << 20) {
+      throw InvalidArgument("--tile",
+                            "expected B_q,B_k (or one size) as integers >= 1 (0: the "
+                            "backend's default), got '" +
+                                tile_ + "'");
+    }
+    t.push_back(static_cast<int>(x));
+  }
+  if (t.size() == 1) return {t[0], t[0]};
+  if (t.size() != 2) {
+    throw InvalidArgument("--tile", "expected two sizes B_q,B_k, got " + std::to_string(t.size()) +
+                                        " in '" + tile_ + "'");
+  }
+  return {t[0], t[1]};
+}
+
+verify::Layout ProblemOptions::layout() const {
+  return verify::parse_layout(layout_);
+}
+
+std::vector<std::string> ProblemOptions::backends(const std::vector<std::string>& fallback) const {
+  if (!backends_given()) return fallback;
+  std::vector<std::string> names;
+  const std::vector<std::string> known = backend_names();
+  for (const std::string& name : split_commas(backends_)) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      try {
+        (void)make_backend(name);  // its message lists the build's backends and says why
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument("--backends", std::string(e.what()).substr(e.field().size() + 2));
+      }
+    }
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      throw InvalidArgument("--backends", "'" + name + "' is listed twice");
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace flashref::cli

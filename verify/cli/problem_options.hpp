@@ -1,0 +1,54 @@
+// The problem options that several subcommands share (--shape, --heads-kv, --mask, --dtype,
+// --grad-dtype, --scale, --tile, --layout, --threads, --backends), parsed into flashref types
+// with errors that name the option the user typed.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "flashref/problem.hpp"
+#include "flashref/verify/host_tensor.hpp"
+
+namespace flashref::cli {
+
+struct ProblemDefaults {
+  std::string shape;          // "B,H,S_q,S_k,d"
+  std::int64_t heads_kv = 0;  // used only when --shape is not given (then H_kv = H)
+  std::string mask;
+  std::string dtype;
+};
+
+class ProblemOptions {
+ public:
+  // Adds the options to `app`, with `defaults` shown in --help.
+  void add_to(CLI::App& app, const ProblemDefaults& defaults);
+
+  // The problem; throws InvalidArgument naming the option ("--shape", "--heads-kv", ...).
+  Problem problem() const;
+  std::pair<int, int> tiles() const;  // (B_q, B_k), 0 = the backend's default
+  verify::Layout layout() const;
+  int threads() const { return threads_; }
+  // --backends as given, or `fallback` when absent; each name checked against the build.
+  std::vector<std::string> backends(const std::vector<std::string>& fallback) const;
+  bool backends_given() const { return backends_opt_ != nullptr && backends_opt_->count() > 0; }
+
+ private:
+  ProblemDefaults defaults_;
+  std::string shape_, mask_, dtype_, grad_dtype_, tile_, layout_ = "bshd", backends_;
+  std::int64_t heads_kv_ = 0;
+  double scale_ = 0.0;
+  int threads_ = 0;
+  CLI::Option* shape_opt_ = nullptr;
+  CLI::Option* heads_kv_opt_ = nullptr;
+  CLI::Option* scale_opt_ = nullptr;
+  CLI::Option* grad_dtype_opt_ = nullptr;
+  CLI::Option* backends_opt_ = nullptr;
+};
+
+// Splits "a,b,c" into its parts (empty parts kept, so "a,,b" can be reported).
+std::vector<std::string> split_commas(const std::string& s);
+
+}  // namespace flashref::cli

@@ -1,0 +1,75 @@
+// Internals of the diagnosis (diagnosis.hpp): the problem the hypotheses are tested on, the
+// hypotheses themselves, and the location patterns. Not installed.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <xtensor/xarray.hpp>
+
+#include "flashref/params.hpp"
+#include "flashref/reference/gold.hpp"
+#include "flashref/verify/diagnosis.hpp"
+
+namespace flashref::verify::diagnosis {
+
+using Tensors = std::map<TensorId, xt::xarray<double>>;
+
+// The problem the hypotheses are recomputed on: the whole one, or a slice of a large one.
+struct Context {
+  Problem problem;
+  TensorView q, k, v, dO;                           // dO.data is null when no gradient is checked
+  reference::GoldForward forward;                   // O, L, m, l of the gold
+  std::optional<reference::GoldBackward> backward;  // when gradients are checked
+  Tensors gold;                                     // the gold of every tensor that can be compared
+  Tensors candidate;             // the candidate's tensors, sliced like the problem
+  std::vector<TensorId> failed;  // the tensors the rule failed, in TensorId order
+
+  bool failed_any(std::initializer_list<TensorId> ids) const;
+  bool needs_forward() const { return failed_any({TensorId::O, TensorId::L}); }
+  bool needs_backward() const {
+    return dO.data != nullptr && failed_any({TensorId::dQ, TensorId::dK, TensorId::dV});
+  }
+};
+
+// What a candidate with one mistake would produce.
+struct Hypothesis {
+  std::string code;
+  std::string explanation;
+  nlohmann::json detail = nlohmann::json::object();
+  Tensors variant;  // only the tensors the mistake changes
+};
+
+// The gold recomputed for a changed problem (scale, mask): O and L when the forward is checked,
+// dQ, dK and dV when gradients are.
+Tensors recompute(const Context& ctx, const Problem& changed);
+// Forward and backward params for the context's inputs and `problem`.
+ForwardParams forward_params(const Context& ctx, const Problem& problem);
+BackwardParams backward_params(const Context& ctx, const Problem& problem);
+
+// Each family, in the order of kDiagnosisCodes. A family returns nothing when it cannot apply.
+std::vector<Hypothesis> scale_hypotheses(const Context& ctx);           // no_scale
+std::vector<Hypothesis> mask_hypotheses(const Context& ctx);            // mask_*
+std::vector<Hypothesis> lse_hypotheses(const Context& ctx);             // lse_base2, lse_unshifted
+std::vector<Hypothesis> output_hypotheses(const Context& ctx);          // unnormalized
+std::vector<Hypothesis> gradient_scale_hypotheses(const Context& ctx);  // dq_scale, dk_scale
+std::vector<Hypothesis> d_vector_hypotheses(const Context& ctx);        // d_vector
+std::vector<Hypothesis> gqa_hypotheses(const Context& ctx);             // gqa_reduction
+std::vector<Hypothesis> diagonal_hypotheses(const Context& ctx);        // diagonal_tiles
+
+// Relative L2 distance ||c - r|| / ||r|| over finite r; equal values (equal infinities
+// included) count as no difference, any other non-finite pair makes the distance infinite.
+double relative_distance(const xt::xarray<double>& c, const xt::xarray<double>& r);
+
+// Location patterns, on the whole problem.
+std::optional<Finding> nan_masked_rows(const std::vector<CandidateTensor>& candidate,
+                                       const GoldOutputs& gold);
+std::optional<Finding> tail_rows(const CandidateTensor& candidate, const xt::xarray<double>& gold);
+
+// "0.125", "1 (no scale)": numbers in explanations.
+std::string format_number(double x);
+
+}  // namespace flashref::verify::diagnosis

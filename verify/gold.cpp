@@ -1,0 +1,33 @@
+#include "flashref/verify/gold.hpp"
+
+#include "flashref/reference/gold.hpp"
+
+namespace flashref::verify {
+
+GoldOutputs compute_gold(const ProblemData& data, bool backward) {
+  GoldOutputs gold;
+  ForwardParams fwd;
+  fwd.problem = data.problem;
+  fwd.q = data.q.view();
+  fwd.k = data.k.view();
+  fwd.v = data.v.view();
+  reference::GoldForward f = reference::gold_forward(fwd);
+  gold.O = std::move(f.O);
+  gold.L = std::move(f.L);
+  if (backward) {
+    BackwardParams bwd;
+    bwd.problem = data.problem;
+    bwd.q = fwd.q;
+    bwd.k = fwd.k;
+    bwd.v = fwd.v;
+    bwd.dO = data.dO.view();
+    reference::GoldBackward b = reference::gold_backward(bwd);
+    gold.dQ = std::move(b.dQ);
+    gold.dK = std::move(b.dK);
+    gold.dV = std::move(b.dV);
+    gold.has_backward = true;
+  }
+  return gold;
+}
+
+}  // namespace flashref::verify

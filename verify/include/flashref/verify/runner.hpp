@@ -1,0 +1,38 @@
+// Runs any Backend on host tensors and returns what it wrote.
+//
+// Outputs are poisoned (every byte 0xff: NaN in every dtype) before the run, so an element the
+// backend never wrote shows up as NaN in the statistics. Device backends get their inputs
+// through Backend::device_runtime(); verify/ itself never links CUDA.
+#pragma once
+
+#include <xtensor/xtensor.hpp>
+
+#include "flashref/backend.hpp"
+#include "flashref/verify/problem_data.hpp"
+
+namespace flashref::verify {
+
+struct RunOptions {
+  ExecutionOptions exec;         // tiles, threads, allow_tf32, stream, trace, test faults
+  Layout layout = Layout::bshd;  // layout of the tensors the backend sees (inputs are copied)
+  bool backward = false;         // also run backward, from the backend's own O and L
+};
+
+struct RunOutputs {
+  // Raw outputs, exactly as written, in the run's layout.
+  HostTensor o;               // (B, H, S_q, d), problem.dtype
+  xt::xtensor<float, 3> lse;  // L, (B, H, S_q)
+  HostTensor dq, dk, dv;      // empty unless backward; problem.grad_dtype
+
+  // The same values as double in the canonical layout, for the statistics.
+  xt::xtensor<double, 4> O;
+  xt::xtensor<double, 3> L;
+  xt::xtensor<double, 4> dQ, dK, dV;  // dK, dV: (B, H_kv, S_k, d)
+  bool has_backward = false;
+};
+
+// Validates the problem, then runs forward (and backward). Throws what the backend throws
+// (InvalidArgument, Unsupported, std::runtime_error); checks nothing about the values.
+RunOutputs run_backend(const Backend& backend, const ProblemData& data, const RunOptions& options);
+
+}  // namespace flashref::verify

@@ -1,0 +1,128 @@
+#include "flashref/verify/verification.hpp"
+
+#include <exception>
+#include <memory>
+#include <optional>
+
+#include "flashref/error.hpp"
+
+namespace flashref::verify {
+
+bool BackendReport::passed() const {
+  if (!available || !error.empty()) return false;
+  for (const TensorReport& t : tensors) {
+    if (!t.rule.pass) return false;
+  }
+  return true;
+}
+
+bool VerifyReport::passed() const {
+  for (const BackendReport& b : backends) {
+    if (b.available && !b.passed()) return false;
+  }
+  return true;
+}
+
+bool VerifyReport::any_available() const {
+  for (const BackendReport& b : backends) {
+    if (b.available) return true;
+  }
+  return false;
+}
+
+namespace {
+
+TensorReport judge_one(TensorId id, const Problem& p, const ErrorStats& candidate,
+                       const ErrorStats& baseline) {
+  TensorReport r;
+  r.tensor = id;
+  r.candidate = candidate;
+  r.baseline = baseline;
+  r.rule = apply_rule(id, output_dtype(id, p), candidate, baseline);
+  return r;
+}
+
+void require_tiles(const VerifyCase& c) {
+  if (c.tile_q < 0 || c.tile_k < 0) {
+    throw InvalidArgument("--tile",
+                          "tile sizes must be >= 1 (or 0 for the backend's default), got " +
+                              std::to_string(c.tile_q) + "," + std::to_string(c.tile_k));
+  }
+  if (c.threads < 0) {
+    throw InvalidArgument("--threads", "must be >= 0, got " + std::to_string(c.threads));
+  }
+}
+
+}  // namespace
+
+std::vector<TensorReport> judge(const Problem& p, const GoldOutputs& gold,
+                                const RunOutputs& baseline, const RunOutputs& candidate,
+                                std::int64_t tile_q, std::int64_t tile_k) {
+  std::vector<TensorReport> out;
+  out.push_back(judge_one(TensorId::O, p,
+                          compute_stats(candidate.O, gold.O, SeqAxis::query, tile_q),
+                          compute_stats(baseline.O, gold.O, SeqAxis::query, tile_q)));
+  out.push_back(judge_one(TensorId::L, p, compute_stats(candidate.L, gold.L, tile_q),
+                          compute_stats(baseline.L, gold.L, tile_q)));
+  if (gold.has_backward && baseline.has_backward && candidate.has_backward) {
+    out.push_back(judge_one(TensorId::dQ, p,
+                            compute_stats(candidate.dQ, gold.dQ, SeqAxis::query, tile_q),
+                            compute_stats(baseline.dQ, gold.dQ, SeqAxis::query, tile_q)));
+    out.push_back(judge_one(TensorId::dK, p,
+                            compute_stats(candidate.dK, gold.dK, SeqAxis::key, tile_k),
+                            compute_stats(baseline.dK, gold.dK, SeqAxis::key, tile_k)));
+    out.push_back(judge_one(TensorId::dV, p,
+                            compute_stats(candidate.dV, gold.dV, SeqAxis::key, tile_k),
+                            compute_stats(baseline.dV, gold.dV, SeqAxis::key, tile_k)));
+  }
+  return out;
+}
+
+VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string>& backends) {
+  validate(c.problem);
+  require_tiles(c);
+  VerifyReport report;
+  report.verify_case = c;
+  std::vector<std::unique_ptr<Backend>> candidates;
+  for (const std::string& name : backends) {
+    candidates.push_back(make_backend(name));  // InvalidArgument for an unknown name
+    BackendReport b;
+    b.backend = name;
+    const Support s = candidates.back()->supports(c.problem);
+    b.available = s.ok;
+    b.unavailable_reason = s.reason;
+    report.backends.push_back(std::move(b));
+  }
+  if (!report.any_available()) return report;
+
+  const ProblemData data = make_problem_data(c.problem, input_options(c));
+  const GoldOutputs gold = compute_gold(data, c.backward);
+  RunOptions run;
+  run.exec = exec_options(c);
+  run.layout = c.layout;
+  run.backward = c.backward;
+  // The baseline is the reference backend in the candidate's precision; planted faults are
+  // for the candidate only.
+  RunOptions baseline_run = run;
+  baseline_run.exec.test_faults = 0;
+  const std::unique_ptr<Backend> reference = make_backend("reference");
+  const RunOutputs baseline = run_backend(*reference, data, baseline_run);
+
+  const std::int64_t tile_q = report_tile_q(c), tile_k = report_tile_k(c);
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    BackendReport& b = report.backends[i];
+    if (!b.available) continue;
+    try {
+      std::optional<RunOutputs> own;
+      if (b.backend != "reference" || c.test_faults != 0) {
+        own = run_backend(*candidates[i], data, run);
+      }
+      b.tensors = judge(c.problem, gold, baseline, own ? *own : baseline, tile_q, tile_k);
+    } catch (const std::exception& e) {
+      b.error = e.what();
+    }
+  }
+  return report;
+}
+
+}  // namespace flashref::verify
