@@ -5,6 +5,7 @@
 // problem runs for every dtype and mask, forward and backward.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,11 @@ std::vector<Param> params() {
       for (Mask m : {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right})
         out.push_back({s, t, m});
   return out;
+}
+
+// What gtest prints for a parameter (instead of its bytes).
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.shape.name << " " << dtype_name(p.dtype) << " " << mask_name(p.mask);
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

@@ -29,8 +29,6 @@ int run_verify(const VerifySettings& s) {
   c.problem = s.problem.problem();
   std::tie(c.tile_q, c.tile_k) = s.problem.tiles();
   c.threads = s.problem.threads();
-  if (c.threads < 0)
-    throw InvalidArgument("--threads", "must be >= 0, got " + std::to_string(c.threads));
   c.seed = s.seed;
   c.layout = s.problem.layout();
   c.large = s.large;
