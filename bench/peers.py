@@ -28,7 +28,27 @@ CONFIGS = {
     "leaderboard128": (1, 16, 16384, 128, torch.bfloat16, True, ("flash", "cudnn", "efficient", "naive")),
     "leaderboard-noncausal": (1, 16, 16384, 64, torch.bfloat16, False, ("flash", "cudnn")),
     "f32": (1, 1, 16384, 64, torch.float32, True, ("efficient", "naive")),
+    # The same problem with TF32 allowed, the peer of `flashref bench --allow-tf32`. Only the
+    # naive attention changes: its matmuls are cuBLAS's, which torch.backends.cuda.matmul.
+    # allow_tf32 switches to TF32. No SDPA kernel has such a switch: the memory-efficient one
+    # runs float32 on tensor cores as 3xTF32 (CUTLASS OpMultiplyAddFastF32, float32-level
+    # accuracy) whatever the flag says, so its "f32" row is its only float32 number.
+    "f32-tf32": (1, 1, 16384, 64, torch.float32, True, ("naive",)),
 }
+TF32_CONFIGS = {"f32-tf32"}
+
+
+def set_matmul_tf32(on):
+    """Lets cuBLAS float32 matmuls use TF32 (or not); returns what restores the setting.
+    PyTorch 2.9 and later spell it fp32_precision and warn on the older allow_tf32."""
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        before = m.fp32_precision
+        m.fp32_precision = "tf32" if on else "ieee"
+        return lambda: setattr(m, "fp32_precision", before)
+    before = m.allow_tf32
+    m.allow_tf32 = on
+    return lambda: setattr(m, "allow_tf32", before)
 
 
 def flops_forward(b, h, s, d, causal):
@@ -64,6 +84,7 @@ def measure(config, peer, b, h, s, d, dtype, causal, rep_ms):
     row = dict(config=config, peer=peer, b=b, h=h, s=s, d=d, dtype=str(dtype).split(".")[-1],
                causal=causal)
     fn = PEERS[peer]
+    restore_tf32 = set_matmul_tf32(config in TF32_CONFIGS)
     try:
         torch.manual_seed(0)
         q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, requires_grad=True)
@@ -89,6 +110,8 @@ def measure(config, peer, b, h, s, d, dtype, causal, rep_ms):
     except Exception as e:  # a peer that cannot run a problem is reported, not fatal
         row["error"] = f"{type(e).__name__}: {str(e)[:160]}"
         print(f"{config:22s} {peer:9s} {row['error']}", flush=True)
+    finally:
+        restore_tf32()
     torch.cuda.empty_cache()
     return row
 

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -138,6 +139,47 @@ void require_supported(const Support& s) {
   if (!s.ok) throw Unsupported("cuda backend: " + s.reason);
 }
 
+// Whether the float32 inputs run on TF32 tensor cores; refuses (nothing launched, nothing
+// written) a head dim the TF32 kernels are not compiled for, rather than quietly running the
+// exact kernels the caller did not ask for.
+bool use_tf32(const Problem& p, const ExecutionOptions& options) {
+  if (!options.allow_tf32 || p.dtype != DType::f32) return false;
+  if (p.d > kMaxTf32HeadDim) {
+    throw Unsupported(
+        "cuda backend: allow_tf32 with head dim d = " + std::to_string(p.d) +
+        ": the TF32 kernels are compiled for d <= " + std::to_string(kMaxTf32HeadDim) +
+        " (at d = 256 a warp's float accumulator leaves no registers for the TF32 "
+        "operands: every tiling spilled); without allow_tf32 the exact float32 "
+        "kernels run d up to 256");
+  }
+  return true;
+}
+
+// The backward's workspace comes from a memory pool of our own that keeps its memory
+// between calls. The device's default pool has a release threshold of 0: it hands its free
+// memory back at every synchronization, so each backward after one (every timed run of
+// `flashref bench`) mapped fresh memory. One pool per device, kept for the process.
+cudaMemPool_t workspace_pool() {
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = pools.find(device);
+  if (it != pools.end()) return it->second;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaMemPoolCreate(&pool, &props), "creating the backward workspace pool");
+  std::uint64_t keep_all = UINT64_MAX;
+  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+             "setting the workspace pool's release threshold");
+  pools.emplace(device, pool);
+  return pool;
+}
+
 void require_aligned(std::initializer_list<std::pair<const TensorView*, const char*>> views) {
   for (const auto& [v, field] : views) {
     const std::string why = misalignment(*v, field);
@@ -196,6 +238,7 @@ class CudaBackend final : public Backend {
     require_device_pointer(params.v.data, "params.v");
     require_device_pointer(params.o.data, "params.o");
     require_device_pointer(params.lse, "params.lse");
+    const bool tf32 = use_tf32(p, params.options);
 
     kernels::AttnArgs a = make_args(p);
     a.q = arg(params.q);
@@ -203,7 +246,7 @@ class CudaBackend final : public Backend {
     a.v = arg(params.v);
     a.o = arg(params.o);
     a.lse = params.lse;
-    launch_forward(a, p.dtype, params.options.stream);
+    launch_forward(a, p.dtype, tf32, params.options.stream);
   }
 
   void backward(const BackwardParams& params) const override {
@@ -227,6 +270,7 @@ class CudaBackend final : public Backend {
     require_device_pointer(params.dq.data, "params.dq");
     require_device_pointer(params.dk.data, "params.dk");
     require_device_pointer(params.dv.data, "params.dv");
+    const bool tf32 = use_tf32(p, params.options);
 
     kernels::AttnArgs a = make_args(p);
     a.q = arg(params.q);
@@ -239,20 +283,21 @@ class CudaBackend final : public Backend {
     a.dv = arg(params.dv);
     a.lse = const_cast<float*>(params.lse);  // read only by the backward kernels
 
-    // Workspace: L' and D, (B * H, S_q_pad) floats each, stream-ordered so repeated calls
-    // reuse the pool's memory instead of paying cudaMalloc's synchronization.
+    // Workspace: L' and D, (B * H, S_q_pad) floats each, stream-ordered from our own pool so
+    // repeated calls reuse its memory instead of paying cudaMalloc's synchronization.
     auto stream = static_cast<cudaStream_t>(params.options.stream);
     const std::size_t rows =
         static_cast<std::size_t>(p.B * p.H) * static_cast<std::size_t>(a.S_q_pad);
     const std::size_t bytes = 2 * rows * sizeof(float);
     void* ws = nullptr;
     const bool pools = device_info().memory_pools;
-    check_cuda(pools ? cudaMallocAsync(&ws, bytes, stream) : cudaMalloc(&ws, bytes),
+    check_cuda(pools ? cudaMallocFromPoolAsync(&ws, bytes, workspace_pool(), stream)
+                     : cudaMalloc(&ws, bytes),
                "allocating the backward workspace (" + std::to_string(bytes) + " bytes)");
     a.lse2 = static_cast<float*>(ws);
     a.dsum = a.lse2 + rows;
     try {
-      launch_backward(a, p.dtype, params.options.stream);
+      launch_backward(a, p.dtype, tf32, params.options.stream);
     } catch (...) {
       (void)(pools ? cudaFreeAsync(ws, stream) : cudaFree(ws));
       throw;

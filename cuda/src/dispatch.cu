@@ -1,7 +1,6 @@
 // launch_forward / launch_backward: the dtype and head-dim switches (dispatch.hpp) in action.
 #include <map>
 #include <mutex>
-#include <type_traits>
 
 #include "dispatch.hpp"
 #include "kernels/bwd_preprocess.cuh"
@@ -14,8 +13,12 @@ int workspace_rows(int S_q) {
   return kernels::ceil_div(S_q, kernels::kWorkspaceRowPad) * kernels::kWorkspaceRowPad;
 }
 
-void launch_forward(const kernels::AttnArgs& args, DType dtype, void* stream_ptr) {
+void launch_forward(const kernels::AttnArgs& args, DType dtype, bool tf32, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
+  if (dtype == DType::f32 && tf32) {
+    FLASHREF_TF32_HEADDIM_SWITCH(args.d, kD, [&] { run_fwd_tf32<kD>(args, stream); });
+    return;
+  }
   if (dtype == DType::f32) {
     FLASHREF_HEADDIM_SWITCH(args.d, kD, [&] { run_fwd_f32<kD>(args, stream); });
     return;
@@ -25,12 +28,13 @@ void launch_forward(const kernels::AttnArgs& args, DType dtype, void* stream_ptr
   });
 }
 
-template <typename Element>
+// kNaturalLog: L itself in the workspace (the exact float32 kernels); otherwise L log2(e)
+// (the tensor-core kernels, TF32 included).
+template <typename Element, bool kNaturalLog>
 void run_preprocess(const kernels::AttnArgs& args, cudaStream_t stream, const char* name) {
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   const unsigned grid =
       static_cast<unsigned>((rows + kernels::kPreprocessWarps - 1) / kernels::kPreprocessWarps);
-  constexpr bool kNaturalLog = std::is_same_v<Element, float>;
   launch_kernel(kernels::bwd_preprocess_kernel<Element, kNaturalLog>, grid,
                 kernels::kPreprocessWarps * 32, 0, args, stream,
                 std::string("bwd_preprocess<") + name + ">");
@@ -78,17 +82,24 @@ void forked(cudaStream_t stream, Body&& body) {
 
 }  // namespace
 
-void launch_backward(const kernels::AttnArgs& args, DType dtype, void* stream_ptr) {
+void launch_backward(const kernels::AttnArgs& args, DType dtype, bool tf32, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
+  if (dtype == DType::f32 && tf32) {
+    run_preprocess<float, false>(args, stream, "f32, log2");
+    forked(stream, [&](cudaStream_t side) {
+      FLASHREF_TF32_HEADDIM_SWITCH(args.d, kD, [&] { run_bwd_tf32<kD>(args, stream, side); });
+    });
+    return;
+  }
   if (dtype == DType::f32) {
-    run_preprocess<float>(args, stream, "f32");
+    run_preprocess<float, true>(args, stream, "f32");
     forked(stream, [&](cudaStream_t side) {
       FLASHREF_HEADDIM_SWITCH(args.d, kD, [&] { run_bwd_f32<kD>(args, stream, side); });
     });
     return;
   }
   FLASHREF_FP16_SWITCH(dtype, Element, [&] {
-    run_preprocess<Element>(args, stream, element_name<Element>());
+    run_preprocess<Element, false>(args, stream, element_name<Element>());
     forked(stream, [&](cudaStream_t side) {
       FLASHREF_HEADDIM_SWITCH(args.d, kD, [&] { run_bwd_mma<Element, kD>(args, stream, side); });
     });

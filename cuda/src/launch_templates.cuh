@@ -38,24 +38,36 @@ inline std::string kernel_label(const char* kernel, const char* element, int d, 
   return buf;
 }
 
-// Kernels above 48 KB of dynamic shared memory must opt in, once per kernel and device.
-inline void raise_smem_limit(const void* kernel, int smem, const std::string& label) {
+// Once per kernel and device: the opt-in above 48 KB of dynamic shared memory, and the
+// preference for the largest shared-memory carveout. An SM's split between L1 and shared
+// memory is set when a block lands on it idle, from that kernel's needs; without the
+// preference a grid that reaches idle SMs first (the dQ pass, launched first) leaves them
+// configured for its own blocks, and a concurrent grid with larger blocks (the dK/dV pass)
+// then fits one block per SM instead of two until the SM drains (docs/perf-notes.md, run 6).
+// The kernels stage their tiles through cp.async.cg (L2 only), so the smaller L1 costs them
+// nothing.
+inline void configure_kernel(const void* kernel, int smem, const std::string& label) {
   static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> raised;  // (kernel, device)
+  static std::set<std::pair<const void*, int>> configured;  // (kernel, device)
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   std::lock_guard<std::mutex> lock(mutex);
-  if (raised.count({kernel, device}) != 0) return;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-             label + " (raising the shared memory limit)");
-  raised.insert({kernel, device});
+  if (configured.count({kernel, device}) != 0) return;
+  if (smem > 48 * 1024) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+               label + " (raising the shared memory limit)");
+  }
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared),
+             label + " (preferring the largest shared-memory carveout)");
+  configured.insert({kernel, device});
 }
 
 template <typename Kernel>
 void launch_kernel(Kernel kernel, unsigned grid, int threads, int smem,
                    const kernels::AttnArgs& args, cudaStream_t stream, const std::string& label) {
   if (grid == 0) return;
-  if (smem > 48 * 1024) raise_smem_limit(reinterpret_cast<const void*>(kernel), smem, label);
+  configure_kernel(reinterpret_cast<const void*>(kernel), smem, label);
   kernel<<<grid, threads, smem, stream>>>(args);
   check_cuda(cudaGetLastError(), label);
 }
@@ -237,6 +249,44 @@ void run_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_
     launch_bwd_f32<typename C::Dq, typename C::Dkv>(args, stream, side, kD);
 }
 
+// TF32 tensor cores (float32 with allow_tf32): the forward, and the two backward passes on
+// `stream` and `side` as run_bwd_mma does.
+template <int kD>
+void run_fwd_tf32(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using T = typename kernels::Tf32Config<kD>::Fwd;
+  launch_kernel(
+      kernels::fwd_tf32_kernel<T>,
+      grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B), T::kThreads,
+      T::kSmemBytes, args, stream,
+      kernel_label("fwd_tf32", "f32", kD, T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes));
+}
+
+template <typename Dkv>
+void launch_bwd_dkdv_tf32(const kernels::AttnArgs& args, cudaStream_t stream, int kD) {
+  const char* name = Dkv::kDoDK && Dkv::kDoDV ? "bwd_dkdv_tf32"
+                     : Dkv::kDoDV             ? "bwd_dv_tf32"
+                                              : "bwd_dk_tf32";
+  launch_kernel(
+      kernels::bwd_dkdv_tf32_kernel<Dkv>,
+      grid_size(kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, args.B), Dkv::kThreads,
+      Dkv::kSmemBytes, args, stream,
+      kernel_label(name, "f32", kD, Dkv::kBlockM, Dkv::kBlockN, Dkv::kThreads, Dkv::kSmemBytes));
+}
+
+template <int kD>
+void run_bwd_tf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  using C = kernels::Tf32Config<kD>;
+  using Dq = typename C::Dq;
+  launch_kernel(kernels::bwd_dq_tf32_kernel<Dq>,
+                grid_size(kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, args.B), Dq::kThreads,
+                Dq::kSmemBytes, args, stream,
+                kernel_label("bwd_dq_tf32", "f32", kD, Dq::kBlockM, Dq::kBlockN, Dq::kThreads,
+                             Dq::kSmemBytes));
+  launch_bwd_dkdv_tf32<typename C::Dkv>(args, side, kD);
+  if constexpr (!std::is_void_v<typename C::DkvSecond>)
+    launch_bwd_dkdv_tf32<typename C::DkvSecond>(args, side, kD);
+}
+
 // Declared here, instantiated once each in inst/*.cu.
 #define FLASHREF_DECLARE_MMA(E, D)                                                \
   extern template void run_fwd_mma<E, D>(const kernels::AttnArgs&, cudaStream_t); \
@@ -258,5 +308,13 @@ FLASHREF_DECLARE_F32(64)
 FLASHREF_DECLARE_F32(128)
 FLASHREF_DECLARE_F32(256)
 #undef FLASHREF_DECLARE_F32
+
+#define FLASHREF_DECLARE_TF32(D)                                                \
+  extern template void run_fwd_tf32<D>(const kernels::AttnArgs&, cudaStream_t); \
+  extern template void run_bwd_tf32<D>(const kernels::AttnArgs&, cudaStream_t, cudaStream_t);
+FLASHREF_DECLARE_TF32(32)
+FLASHREF_DECLARE_TF32(64)
+FLASHREF_DECLARE_TF32(128)
+#undef FLASHREF_DECLARE_TF32
 
 }  // namespace flashref::cuda

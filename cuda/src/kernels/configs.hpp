@@ -8,10 +8,13 @@
 #pragma once
 
 #include "kernels/bwd_dkdv_mma.cuh"
+#include "kernels/bwd_dkdv_tf32.cuh"
 #include "kernels/bwd_dq_mma.cuh"
+#include "kernels/bwd_dq_tf32.cuh"
 #include "kernels/bwd_f32.cuh"
 #include "kernels/fwd_f32.cuh"
 #include "kernels/fwd_mma.cuh"
+#include "kernels/fwd_tf32.cuh"
 
 namespace flashref::cuda::kernels {
 
@@ -170,6 +173,45 @@ struct F32Config<256> {
   using FwdSmall = Fwd;
   using DqSmall = Dq;
   using DkvSmall = Dkv;
+};
+
+// TF32 tensor cores (float32 inputs with allow_tf32): forward <kD, B_q, B_k, warps, Q in
+// registers>, dQ pass <kD, B_k, warps (B_q = 16 * warps), Q/dO in registers>, dK/dV pass
+// <kD, B_q, warps (B_k = 16 * warps), K/V in registers, dV, dK> (+ `DkvSecond`, a second
+// launch, or void). Operand tiles are float32 in shared memory (twice the bytes of bf16), and
+// a TF32 fragment holds half the reduction width of a bf16 one, so the tiles are the bf16
+// ones shrunk to keep registers under 255 with no spills and every block under the 163 KB of
+// shared memory an A100 (sm_80) allows; registers and shared memory per kernel are in
+// docs/cuda.md. Not yet tuned on the GPU (docs/perf-notes.md, run 6).
+//   d = 64: B_k = 64 in the forward spilled 12 bytes and in the dQ pass 96 (every B fragment
+//   load of the unrolled tile hoisted into registers); B_k = 32 spills nothing.
+//   d = 128: Q re-read from shared memory in the forward (in registers: 72 bytes of spills).
+//   d = 256 is not compiled: a warp's 16 x 256 float accumulator takes 128 registers, and
+//   every tiling tried (forward 64 x 16, dQ and dK/dV with 2 warps, dV and dK as separate
+//   launches) spilled 290-400 bytes. forward()/backward() refuse d > 128 with allow_tf32
+//   (kMaxTf32HeadDim, dispatch.hpp).
+template <int kD>
+struct Tf32Config;
+template <>
+struct Tf32Config<32> {
+  using Fwd = FwdTf32Traits<32, 64, 64, 4, true>;
+  using Dq = BwdDqTf32Traits<32, 64, 4, true>;
+  using Dkv = BwdDkvTf32Traits<32, 64, 4, true, true, true>;
+  using DkvSecond = void;
+};
+template <>
+struct Tf32Config<64> {
+  using Fwd = FwdTf32Traits<64, 64, 32, 4, true>;
+  using Dq = BwdDqTf32Traits<64, 32, 4, true>;
+  using Dkv = BwdDkvTf32Traits<64, 32, 4, true, true, true>;
+  using DkvSecond = void;
+};
+template <>
+struct Tf32Config<128> {
+  using Fwd = FwdTf32Traits<128, 64, 32, 4, false>;
+  using Dq = BwdDqTf32Traits<128, 16, 4, false>;
+  using Dkv = BwdDkvTf32Traits<128, 16, 4, false, true, true>;
+  using DkvSecond = void;
 };
 
 }  // namespace flashref::cuda::kernels

@@ -1,0 +1,229 @@
+// Backward, the pass that owns dQ, on TF32 tensor cores (float32 inputs with allow_tf32): one
+// block per (query tile, head, batch), one loop over key tiles, built like the bf16/f16 kernel
+// (bwd_dq_mma.cuh): fixed summation order (no atomics, bitwise reproducible), causal tile
+// classes, double-buffered K_j / V_j, the same workspace (L' = L log2(e), D).
+//
+// Per key tile j, each warp owning 16 rows (Alg. 2 lines 11-16 seen from the query side):
+//   S = Q_i K_j^T, s' = S * scale * log2(e)   (-inf where masked)
+//   P = 2^(s' - L')
+//   dP = dO_i V_j^T
+//   dS = P * (dP - D_i)                        from the float32 P, then rounded to TF32
+//   dQ += dS K_j                               and dQ *= scale once at the end
+// Q_i, dO_i, K_j, V_j are rounded to TF32 in shared memory once they land (tf32.cuh); D comes
+// from the preprocess in float32 from the unrounded O and dO, as the TF32 baseline forms it.
+#pragma once
+
+#include "kernels/args.hpp"
+#include "kernels/bwd_dq_mma.cuh"
+#include "kernels/ptx.cuh"
+#include "kernels/tf32.cuh"
+#include "kernels/tile_io.cuh"
+
+namespace flashref::cuda::kernels {
+
+template <int kD_, int kBlockN_, int kNWarps_, bool kQInRegs_>
+struct BwdDqTf32Traits {
+  static constexpr int kD = kD_;
+  static constexpr int kNWarps = kNWarps_;
+  static constexpr int kBlockM = 16 * kNWarps;  // one 16-row mma tile per warp
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr bool kQInRegs = kQInRegs_;  // Q_i and dO_i fragments held in registers
+  static constexpr int kThreads = kNWarps * 32;
+  static constexpr int kStride = kD + 4;                     // floats; tf32.cuh says why
+  static constexpr int kStageElems = 2 * kBlockN * kStride;  // K_j and V_j
+  static constexpr int kMainBytes = (2 * kBlockM * kStride + 2 * kStageElems) * 4;
+  static constexpr int kOutStride = kD + 4;  // float staging of dQ
+  static constexpr int kOutBytes = kBlockM * kOutStride * 4;
+  static constexpr int kSmemBytes = kMainBytes > kOutBytes ? kMainBytes : kOutBytes;
+  static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
+  static_assert(kBlockN % 8 == 0 && kD % 32 == 0, "B_k in 8s; the head dim in 32s (bank padding)");
+};
+
+template <typename T>
+__global__ void __launch_bounds__(T::kThreads) bwd_dq_tf32_kernel(const AttnArgs args) {
+  constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN;
+  constexpr int kStride = T::kStride, kThreads = T::kThreads;
+  constexpr int kNT = kBlockN / 8, kDT = kD / 8, kKS = kD / 8;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* sQ = reinterpret_cast<float*>(smem_raw);
+  float* sdO = sQ + kBlockM * kStride;
+  float* sKV = sdO + kBlockM * kStride;  // stage s: K at sKV + s * kStageElems, V after it
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int bh_count = args.B * args.H;
+  const int m_block =
+      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
+  const int bh = blockIdx.x % bh_count;
+  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
+  const int row0 = m_block * kBlockM;
+  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const int d = args.d;
+
+  const int n_blocks = ceil_div(args.S_k, kBlockN);
+  int n_end = n_blocks;
+  if (args.causal) {
+    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
+    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
+  }
+
+  float acc_dq[kDT][4];
+#pragma unroll
+  for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_dq[dt][e] = 0.0f;
+
+  const int warp_row0 = warp * 16;
+
+  if (n_end > 0) {
+    const float* k_head = row_ptr<const float>(args.k, b, 0, h_kv);
+    const float* v_head = row_ptr<const float>(args.v, b, 0, h_kv);
+    auto load_kv = [&](int n, int stage) {
+      const int n0 = n * kBlockN;
+      float* sK = sKV + stage * T::kStageElems;
+      load_tile_async<kBlockN, kD, kStride, kThreads>(
+          sK, k_head + static_cast<int64_t>(n0) * args.k.row_stride, args.k.row_stride,
+          args.S_k - n0, d, tid);
+      load_tile_async<kBlockN, kD, kStride, kThreads>(
+          sK + kBlockN * kStride, v_head + static_cast<int64_t>(n0) * args.v.row_stride,
+          args.v.row_stride, args.S_k - n0, d, tid);
+    };
+    // Alg. 2 line 10: Q_i, dO_i, and this tile's rows of L and D.
+    load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, row0, h),
+                                                    args.q.row_stride, rows_valid, d, tid);
+    load_tile_async<kBlockM, kD, kStride, kThreads>(sdO, row_ptr<const float>(args.dO, b, row0, h),
+                                                    args.dO.row_stride, rows_valid, d, tid);
+    cp_async_commit();
+    load_kv(n_end - 1, 0);
+    cp_async_commit();
+
+    const int64_t ws_row =
+        (static_cast<int64_t>(b) * args.H + h) * args.S_q_pad + row0 + warp_row0 + g;
+    float lse2[2], dsum[2];
+    bool single[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      lse2[hf] = args.lse2[ws_row + hf * 8];
+      dsum[hf] = args.dsum[ws_row + hf * 8];
+      single[hf] = sees_one_key(args, row0 + warp_row0 + g + hf * 8);
+    }
+
+    // Q_i and dO_i have landed (the K/V group may still be in flight): round this thread's
+    // chunks; the first barrier of the loop (or the one here) publishes them.
+    cp_async_wait<1>();
+    round_own_chunks_tf32<kBlockM, kD, kStride, kThreads>(sQ, tid);
+    round_own_chunks_tf32<kBlockM, kD, kStride, kThreads>(sdO, tid);
+    uint32_t q_frag[T::kQInRegs ? kKS : 1][4], do_frag[T::kQInRegs ? kKS : 1][4];
+    if constexpr (T::kQInRegs) {
+      __syncthreads();
+#pragma unroll
+      for (int ks = 0; ks < kKS; ++ks) {
+        load_a(q_frag[ks], sQ, kStride, warp_row0, ks * 8, g, t);
+        load_a(do_frag[ks], sdO, kStride, warp_row0, ks * 8, g, t);
+      }
+    }
+
+    int stage = 0;
+    for (int n = n_end - 1; n >= 0; --n, stage ^= 1) {
+      const int n0 = n * kBlockN;
+      if (n > 0) {
+        load_kv(n - 1, stage ^ 1);  // the next tile streams in while this one is computed
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      float* sK = sKV + stage * T::kStageElems;
+      float* sV = sK + kBlockN * kStride;
+      round_own_chunks_tf32<kBlockN, kD, kStride, kThreads>(sK, tid);
+      round_own_chunks_tf32<kBlockN, kD, kStride, kThreads>(sV, tid);
+      __syncthreads();  // K_j and V_j are rounded and visible to every warp
+
+      // Line 11: S = Q_i K_j^T; line 14: dP = dO_i V_j^T. With Q and dO read from shared
+      // memory nothing indexes registers by ks, so that loop may stay rolled (unrolled, every
+      // load of the tile would be hoisted into registers).
+      float acc_s[kNT][4], acc_dp[kNT][4];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_s[nt][e] = acc_dp[nt][e] = 0.0f;
+#pragma unroll(T::kQInRegs ? kKS : 1)
+      for (int ks = 0; ks < kKS; ++ks) {
+        uint32_t aq[4], ado[4];
+        if constexpr (T::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            aq[e] = q_frag[ks][e];
+            ado[e] = do_frag[ks][e];
+          }
+        } else {
+          load_a(aq, sQ, kStride, warp_row0, ks * 8, g, t);
+          load_a(ado, sdO, kStride, warp_row0, ks * 8, g, t);
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          uint32_t bk0, bk1, bv0, bv1;
+          load_b_rows(bk0, bk1, sK, kStride, nt * 8, ks * 8, g, t);
+          load_b_rows(bv0, bv1, sV, kStride, nt * 8, ks * 8, g, t);
+          mma_tf32(acc_s[nt], aq, bk0, bk1);
+          mma_tf32(acc_dp[nt], ado, bv0, bv1);
+        }
+      }
+
+      // Line 12: P = exp(scale S - L) = 2^(s' - L'); line 15: dS = P * (dP - D).
+      const bool needs_mask =
+          n0 + kBlockN > args.S_k ||
+          (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        int limit = args.S_k;
+        if (needs_mask && args.causal) {
+          const int64_t last =
+              static_cast<int64_t>(row0 + warp_row0 + g + hf * 8) + args.causal_offset;
+          limit = static_cast<int>(max64(0, min64(limit, last + 1)));
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int e = hf * 2 + c;
+            float x = acc_s[nt][e] * args.scale_log2 - lse2[hf];
+            if (needs_mask && n0 + nt * 8 + 2 * t + c >= limit) x = -INFINITY;
+            acc_s[nt][e] = single[hf] ? 0.0f : fast_exp2(x) * (acc_dp[nt][e] - dsum[hf]);
+          }
+      }
+      // Line 16: dQ_i += dS K_j, dS rounded to TF32 (keys are the reduction dim: K_j is read at
+      // the relabelled rows).
+      uint32_t ds_frag[kNT][4];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) a_from_c(ds_frag[nt], acc_s[nt]);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt) {
+          uint32_t b0, b1;
+          load_b_cols(b0, b1, sK, kStride, nt * 8, dt * 8, g, t);
+          mma_tf32(acc_dq[dt], ds_frag[nt], b0, b1);
+        }
+      __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+  }
+
+  // dQ = scale * dS K, staged as float and written in the gradient dtype.
+  float* sOut = reinterpret_cast<float*>(smem_raw);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = warp_row0 + g + hf * 8;
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+      *reinterpret_cast<float2*>(sOut + r * T::kOutStride + dt * 8 + 2 * t) =
+          make_float2(acc_dq[dt][hf * 2] * args.scale, acc_dq[dt][hf * 2 + 1] * args.scale);
+  }
+  __syncthreads();
+  store_tile_f32<kBlockM, kD, T::kOutStride, kThreads>(sOut, args.dq.ptr, args.grad_code,
+                                                       row_offset(args.dq, b, row0, h),
+                                                       args.dq.row_stride, rows_valid, d, tid);
+}
+
+}  // namespace flashref::cuda::kernels
