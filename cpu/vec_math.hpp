@@ -12,15 +12,20 @@
 
 namespace flashref::cpu::detail {
 
-// exp(x) in float32 within 2 ulp for x in [-86, 88.72]; 0 below -86 (where exp(x) < 5e-38:
-// nothing next to a softmax's max term, exp(0) = 1, can see it), +inf above ln(FLT_MAX); NaN
-// stays NaN. Range reduction exp(x) = 2^n e^r with n = round(x / ln 2), r = x - n ln 2 split
-// in two parts (Cody and Waite) so that n * ln2_hi is exact; e^r by its Taylor series to
-// degree 7, whose truncation error on |r| <= ln(2)/2 is below 1e-8 relative. Outside
-// [-86, 88.72] the arithmetic produces garbage (or NaN, for infinite x) that the two final
-// selects replace; clamping the input instead would cost two more selects per element.
+// exp(x) in float32 within 2 ulp for x in [-87.3, 88.72], with gradual underflow below:
+// results under FLT_MIN are subnormals rounded once, as a correctly rounded exp gives them,
+// down to 0 below -104 (where exp(x) < 2^-150, half the smallest subnormal); +inf above
+// ln(FLT_MAX); NaN stays NaN. Subnormal P matter when a whole gradient is that small (a
+// softmax so peaked that every off-peak P is below FLT_MIN): flushing them made dQ exactly 0
+// where the gold and the baseline (std::exp) have 1e-37. Range reduction exp(x) = 2^n e^r
+// with n = round(x / ln 2), r = x - n ln 2 split in two parts (Cody and Waite) so that
+// n * ln2_hi is exact; e^r by its Taylor series to degree 7, whose truncation error on
+// |r| <= ln(2)/2 is below 1e-8 relative. 2^n is applied as 2^n1 * 2^n2 with n1 = floor(n / 2),
+// both factors normal for n in [-150, 128]: the first product is exact and only the second
+// rounds. Outside [-104, 88.72] the arithmetic produces garbage (or NaN, for infinite x) that
+// the two final selects replace; clamping the input instead would cost two more selects.
 static inline float exp_f32(float x) {
-  constexpr float kLow = -86.0f;
+  constexpr float kLow = -104.0f;
   constexpr float kHigh = 88.72283f;  // ln(FLT_MAX), rounded down
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // 14 significant bits
@@ -28,8 +33,8 @@ static inline float exp_f32(float x) {
   constexpr float kRoundToInt = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float t = x * kLog2e + kRoundToInt;
   const float n = t - kRoundToInt;
-  const std::uint32_t n_bits =
-      std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(kRoundToInt);
+  const std::int32_t n_int = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) -
+                                                       std::bit_cast<std::uint32_t>(kRoundToInt));
   float r = x - n * kLn2Hi;
   r = r - n * kLn2Lo;
   float p = 1.0f / 5040.0f;
@@ -40,9 +45,11 @@ static inline float exp_f32(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  // 2^n built as 2^(n-1) * 2 keeps the exponent field in range for n = 128.
-  const float two_n_minus_1 = std::bit_cast<float>((n_bits + 126u) << 23);
-  float y = p * two_n_minus_1 * 2.0f;
+  const std::int32_t n1 = n_int >> 1;  // arithmetic shift: floor(n / 2)
+  const std::int32_t n2 = n_int - n1;
+  const float two_n1 = std::bit_cast<float>(static_cast<std::uint32_t>(n1 + 127) << 23);
+  const float two_n2 = std::bit_cast<float>(static_cast<std::uint32_t>(n2 + 127) << 23);
+  float y = p * two_n1 * two_n2;
   y = x < kLow ? 0.0f : y;  // comparisons are false for NaN, which passes through
   y = x > kHigh ? std::numeric_limits<float>::infinity() : y;
   return y;

@@ -32,7 +32,8 @@ struct OperandRounding {
 
 // Writes O and L. Validates first; writes nothing on error.
 void baseline_forward(const ForwardParams& params);
-// Writes dQ, dK, dV. Validates first; writes nothing on error.
+// Writes dQ, dK, dV by eq. (13)-(19), reading params.o (for D) and params.lse (for P) as the
+// forward stored them. Validates first; writes nothing on error.
 void baseline_backward(const BackwardParams& params);
 
 }  // namespace flashref::reference

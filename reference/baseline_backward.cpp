@@ -1,7 +1,14 @@
-// The baseline backward: the standard equations (7)-(11) in float32, as a low-precision kernel
-// does them: P and dS are stored in the input dtype before the matmuls that consume them, and
-// the gradients are rounded to grad_dtype on store.
+// The baseline backward: the recomputation equations (13)-(19), untiled, in float32, from what
+// every FlashAttention backward is given: the stored O (in the input dtype) for
+// D = rowsum(dO * O), and the stored float32 L for P = exp(S - L). A tiled kernel cannot do
+// better than its inputs, so the baseline's error must include the rounding of O and of L:
+// otherwise a correct kernel fails the rule whenever those roundings dominate (D's rounding
+// survives the cancellation in dS = P (dP - D); L's rounding is a relative error of P that
+// grows with |S|). As a low-precision kernel does, P and dS are stored in the input dtype
+// before the matmuls that consume them, and the gradients are rounded to grad_dtype on store.
 #include <array>
+
+#include <xtensor/xadapt.hpp>
 
 #include "baseline.hpp"
 #include "gather.hpp"
@@ -28,10 +35,25 @@ void baseline_backward(const BackwardParams& params) {
   const Problem& p = params.problem;
   const int threads = thread_count(params.options);
   const OperandRounding operand(p.dtype, params.options.allow_tf32);
+  const auto size = [](std::int64_t n) { return static_cast<std::size_t>(n); };
   xt::xtensor<float, 4> Q = gather_bhsd<float>(params.q, threads);
   xt::xtensor<float, 4> K = gather_bhsd<float>(params.k, threads);
   xt::xtensor<float, 4> V = gather_bhsd<float>(params.v, threads);
   xt::xtensor<float, 4> dO = gather_bhsd<float>(params.dO, threads);
+  const auto L = xt::adapt(params.lse, size(p.B * p.H * p.S_q), xt::no_ownership(),
+                           std::array<std::size_t, 3>{size(p.B), size(p.H), size(p.S_q)});
+
+  // Algorithm 2 line 2: D = rowsum(dO * O) from the stored O, before any TF32 rounding of dO:
+  // kernels compute D in a float32 elementwise pass, not on tensor cores.
+  xt::xtensor<float, 3> D(std::array<std::size_t, 3>{size(p.B), size(p.H), size(p.S_q)});
+  {
+    const xt::xtensor<float, 4> O = gather_bhsd<float>(params.o, threads);
+    for (std::int64_t b = 0; b < p.B; ++b) {
+      for (std::int64_t h = 0; h < p.H; ++h) {
+        naive::row_dots(naive::head_of(dO, b, h), naive::head_of(O, b, h), &D(size(b), size(h), 0));
+      }
+    }
+  }
   if (operand.tf32) {
     operand.apply(Q);
     operand.apply(K);
@@ -39,7 +61,6 @@ void baseline_backward(const BackwardParams& params) {
     operand.apply(dO);
   }
   const float scale = static_cast<float>(p.scale);
-  const auto size = [](std::int64_t n) { return static_cast<std::size_t>(n); };
 
   // One task per (batch, kv head): it owns dK and dV of that head and sums its group's query
   // heads into float32 accumulators, rounding once on store.
@@ -50,8 +71,6 @@ void baseline_backward(const BackwardParams& params) {
     xt::xtensor<float, 2> dQ(std::array<std::size_t, 2>{size(p.S_q), size(p.d)});
     xt::xtensor<float, 2> dK(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
     xt::xtensor<float, 2> dV(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
-    const std::array<std::size_t, 1> rows_shape{size(p.S_q)};
-    xt::xtensor<float, 1> m(rows_shape), l(rows_shape);
 #pragma omp for schedule(dynamic)
     for (std::int64_t n = 0; n < p.B * p.H_kv; ++n) {
       const std::int64_t b = n / p.H_kv, h_kv = n % p.H_kv;
@@ -60,18 +79,20 @@ void baseline_backward(const BackwardParams& params) {
       dV.fill(0.0f);
       for (std::int64_t h = h_kv * p.group_size(); h < (h_kv + 1) * p.group_size(); ++h) {
         const auto Q_h = naive::head_of(Q, b, h), dO_h = naive::head_of(dO, b, h);
-        // Eq. (4)-(5): recompute S and P in float32.
+        const float* L_h = &L(size(b), size(h), 0);
+        const float* D_h = &D(size(b), size(h), 0);
+        // Eq. (13)-(14): S = scale * Q K^T, P = exp(S - L) with the stored L.
         naive::masked_scores(Q_h, K_kv, scale, p, naive::rows_of(S));
-        naive::softmax_rows(naive::rows_of(S), p, naive::rows_of(P), m.data(), l.data());
-        // Eq. (8): dP = dO V^T.
+        naive::probabilities_from_lse(naive::rows_of(S), L_h, naive::rows_of(P));
+        // Eq. (16): dP = dO V^T.
         naive::matmul_bt(dO_h, V_kv, naive::rows_of(dP));
-        // Eq. (9): dS_i = (diag(P_i) - P_i P_i^T) dP_i, from the float32 P before it is stored.
-        naive::softmax_backward_rows(naive::rows_of(P), naive::rows_of(dP), nullptr,
-                                     naive::rows_of(dS));
-        // Eq. (7): dV += P^T dO with P stored in the input dtype.
+        // Eq. (17): dS = P * (dP - D), from the float32 P before it is stored.
+        naive::recomputed_softmax_backward_rows(naive::rows_of(P), naive::rows_of(dP), D_h,
+                                                naive::rows_of(dS));
+        // Eq. (15): dV += P^T dO with P stored in the input dtype.
         operand.apply(P);
         naive::matmul_at_accumulate(naive::rows_of(P), dO_h, naive::rows_of(dV));
-        // Eq. (10)-(11): dQ = scale * dS K, dK += dS^T Q, with dS stored in the input dtype.
+        // Eq. (18)-(19): dQ = scale * dS K, dK += dS^T Q, with dS stored in the input dtype.
         operand.apply(dS);
         naive::matmul(naive::rows_of(dS), K_kv, naive::rows_of(dQ));
         naive::scale_in_place(naive::rows_of(dQ), scale);

@@ -152,6 +152,49 @@ void softmax_backward_rows(In<T> P, In<T> dP, const std::type_identity_t<T>* D_o
   }
 }
 
+// Eq. (14), the recomputation trick: P_ij = exp(S_ij - L_i) from a given logsumexp L (one per
+// row), so that P carries whatever rounding L had when it was stored. Masked scores (-inf)
+// give 0. A row with L_i = -inf sees no key: its P_i is 0 (exp(-inf - -inf) would be NaN).
+template <class T>
+void probabilities_from_lse(In<T> S, const std::type_identity_t<T>* L, Rows<T> P) {
+  for (std::int64_t i = 0; i < S.rows; ++i) {
+    const T* S_i = S.row(i);
+    T* P_i = P.row(i);
+    if (L[i] == minus_infinity<T>()) {
+      for (std::int64_t j = 0; j < S.cols; ++j) P_i[j] = 0;
+      continue;
+    }
+    for (std::int64_t j = 0; j < S.cols; ++j) P_i[j] = std::exp(S_i[j] - L[i]);
+  }
+}
+
+// out_i = A_i . B_i for each row, summed in the same order as matmul_bt's dot products. With
+// A = dO and B = O this is D = rowsum(dO * O) (Algorithm 2 line 2). For a row that sees a
+// single key j, P_ij = 1 and O_i = V_j exactly, so D_i equals dP_ij = dO_i . V_j bit for bit
+// and dS_ij = P_ij (dP_ij - D_i) is exactly 0, as in exact arithmetic.
+template <class T>
+void row_dots(In<T> A, In<T> B, T* out) {
+  for (std::int64_t i = 0; i < A.rows; ++i) {
+    const T* A_i = A.row(i);
+    const T* B_i = B.row(i);
+    T dot = 0;
+    for (std::int64_t c = 0; c < A.cols; ++c) dot += A_i[c] * B_i[c];
+    out[i] = dot;
+  }
+}
+
+// Eq. (17): dS_ij = P_ij (dP_ij - D_i), with D_i given (one per row).
+template <class T>
+void recomputed_softmax_backward_rows(In<T> P, In<T> dP, const std::type_identity_t<T>* D,
+                                      Rows<T> dS) {
+  for (std::int64_t i = 0; i < P.rows; ++i) {
+    const T* P_i = P.row(i);
+    const T* dP_i = dP.row(i);
+    T* dS_i = dS.row(i);
+    for (std::int64_t j = 0; j < P.cols; ++j) dS_i[j] = P_i[j] * (dP_i[j] - D[i]);
+  }
+}
+
 // C = A B: (n x k) times (k x m). The inner loop runs along rows of B and C so it vectorizes.
 template <class T>
 void matmul(In<T> A, In<T> B, Rows<T> C) {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string_view>
+#include <vector>
 
 #include "cpu_test_support.hpp"
 #include "flashref/cpu/isa.hpp"
@@ -92,7 +94,7 @@ template <class Exp>
 std::pair<double, float> worst_exp_ulp(Exp exp_of) {
   std::vector<float> xs;
   for (std::int64_t n = 0;; ++n) {
-    const float x = -86.0f + 0.000731f * static_cast<float>(n);
+    const float x = -87.3f + 0.000731f * static_cast<float>(n);
     if (x > 88.72f) break;
     xs.push_back(x);
   }
@@ -120,12 +122,44 @@ TEST(VecMath, ExpIsWithinTwoUlpOnItsRange) {
 TEST(VecMath, ExpSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_EQ(exp_f32(-inf), 0.0f);
-  EXPECT_EQ(exp_f32(-87.0f), 0.0f);  // below -86: flushed (documented)
+  EXPECT_EQ(exp_f32(-104.5f), 0.0f);  // exp(x) < 2^-150: rounds to 0
   EXPECT_EQ(exp_f32(-1e30f), 0.0f);
   EXPECT_EQ(exp_f32(inf), inf);
   EXPECT_EQ(exp_f32(89.0f), inf);
   EXPECT_TRUE(std::isfinite(exp_f32(88.7f)));
   EXPECT_TRUE(std::isnan(exp_f32(std::numeric_limits<float>::quiet_NaN())));
+}
+
+// Below FLT_MIN (x < -87.34) exp underflows gradually, as a correctly rounded exp does: each
+// result is a subnormal within one subnormal step (2^-149) of exp(x), not a flushed 0.
+// Returns the number of subnormal results; every result out of bounds fails the test.
+template <class Exp>
+int check_gradual_underflow(Exp exp_of, std::string_view what) {
+  std::vector<float> xs;
+  for (int n = 0;; ++n) {
+    const float x = -87.34f - 0.00731f * static_cast<float>(n);
+    if (x < -104.0f) break;
+    xs.push_back(x);
+  }
+  const std::vector<float> ys = exp_of(xs);
+  int subnormals = 0;
+  for (std::size_t n = 0; n < xs.size(); ++n) {
+    const double exact = std::exp(static_cast<double>(xs[n]));
+    EXPECT_LE(std::fabs(static_cast<double>(ys[n]) - exact), std::ldexp(1.0, -149))
+        << what << ": x = " << xs[n];
+    if (ys[n] > 0.0f && ys[n] < std::numeric_limits<float>::min()) ++subnormals;
+  }
+  return subnormals;
+}
+
+TEST(VecMath, ExpUnderflowsGradually) {
+  const int subnormals = check_gradual_underflow(
+      [](std::vector<float> xs) {
+        for (float& x : xs) x = exp_f32(x);
+        return xs;
+      },
+      "scalar");
+  EXPECT_GT(subnormals, 2000);
 }
 
 // Restores the instruction set a test switched away from.
@@ -161,6 +195,22 @@ TEST(Kernels, ExpIsWithinTwoUlpUnderEveryInstructionSet) {
       return xs;
     });
     EXPECT_LE(worst, 2.0) << cpu::isa_name(isa) << ": worst at x = " << at;
+  }
+}
+
+TEST(Kernels, ExpUnderflowsGraduallyUnderEveryInstructionSet) {
+  IsaScope scope;
+  for (cpu::Isa isa : cpu::available_isas()) {
+    ASSERT_TRUE(cpu::select_isa(isa));
+    const int subnormals = check_gradual_underflow(
+        [](std::vector<float> xs) {
+          const float zero = 0.0f;
+          const auto n = static_cast<std::int64_t>(xs.size());
+          cpu::detail::kernels().exp_sub_rows(xs.data(), n, 1, n, &zero);
+          return xs;
+        },
+        cpu::isa_name(isa));
+    EXPECT_GT(subnormals, 2000) << cpu::isa_name(isa);
   }
 }
 
