@@ -83,9 +83,12 @@ bool sorted_rows_intersect(const std::vector<std::pair<std::uintptr_t, std::uint
                            const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& b) {
   std::size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
-    if (a[i].second <= b[j].first) ++i;
-    else if (b[j].second <= a[i].first) ++j;
-    else return true;
+    if (a[i].second <= b[j].first)
+      ++i;
+    else if (b[j].second <= a[i].first)
+      ++j;
+    else
+      return true;
   }
   return false;
 }
@@ -110,7 +113,8 @@ bool rows_disjoint_by_strides(const TensorView& v) {
   return true;
 }
 
-void require_no_overlap(const std::vector<Footprint>& outputs, const std::vector<Footprint>& inputs) {
+void require_no_overlap(const std::vector<Footprint>& outputs,
+                        const std::vector<Footprint>& inputs) {
   for (const Footprint& out : outputs) {
     if (out.view != nullptr && !rows_disjoint_by_strides(*out.view)) {
       const auto r = rows(out);
@@ -141,7 +145,8 @@ void require_tiles(const ExecutionOptions& options) {
   if (options.tile_q < 0 || options.tile_k < 0) {
     throw InvalidArgument("params.options.tile_q/tile_k",
                           "tile sizes must be >= 1 (or 0 for the backend's default), got " +
-                              std::to_string(options.tile_q) + "," + std::to_string(options.tile_k));
+                              std::to_string(options.tile_q) + "," +
+                              std::to_string(options.tile_k));
   }
   if (options.num_threads < 0) {
     throw InvalidArgument("params.options.num_threads",
@@ -174,7 +179,11 @@ void validate(const Problem& p) {
   }
 }
 
-void validate_inputs(const ForwardParams& params) {
+namespace {
+
+// The problem, then Q, K, V: the checks every validation of params starts with.
+template <class Params>
+void require_problem_and_qkv(const Params& params) {
   const Problem& p = params.problem;
   validate(p);
   require_view(params.q, "params.q", p.dtype, p.B, p.S_q, p.H, p.d);
@@ -182,36 +191,33 @@ void validate_inputs(const ForwardParams& params) {
   require_view(params.v, "params.v", p.dtype, p.B, p.S_k, p.H_kv, p.d);
 }
 
+}  // namespace
+
+void validate_inputs(const ForwardParams& params) {
+  require_problem_and_qkv(params);
+}
+
 void validate_inputs(const BackwardParams& params) {
+  require_problem_and_qkv(params);
   const Problem& p = params.problem;
-  validate(p);
-  require_view(params.q, "params.q", p.dtype, p.B, p.S_q, p.H, p.d);
-  require_view(params.k, "params.k", p.dtype, p.B, p.S_k, p.H_kv, p.d);
-  require_view(params.v, "params.v", p.dtype, p.B, p.S_k, p.H_kv, p.d);
   require_view(params.dO, "params.dO", p.dtype, p.B, p.S_q, p.H, p.d);
 }
 
 void validate(const ForwardParams& params) {
+  require_problem_and_qkv(params);
   const Problem& p = params.problem;
-  validate(p);
-  require_view(params.q, "params.q", p.dtype, p.B, p.S_q, p.H, p.d);
-  require_view(params.k, "params.k", p.dtype, p.B, p.S_k, p.H_kv, p.d);
-  require_view(params.v, "params.v", p.dtype, p.B, p.S_k, p.H_kv, p.d);
   require_view(params.o, "params.o", p.dtype, p.B, p.S_q, p.H, p.d);
   if (params.lse == nullptr) throw InvalidArgument("params.lse", "data pointer is null");
-  require_no_overlap({footprint(params.o, "params.o"),
-                      footprint(params.lse, p.B * p.H * p.S_q, "params.lse")},
-                     {footprint(params.q, "params.q"), footprint(params.k, "params.k"),
-                      footprint(params.v, "params.v")});
+  require_no_overlap(
+      {footprint(params.o, "params.o"), footprint(params.lse, p.B * p.H * p.S_q, "params.lse")},
+      {footprint(params.q, "params.q"), footprint(params.k, "params.k"),
+       footprint(params.v, "params.v")});
   require_tiles(params.options);
 }
 
 void validate(const BackwardParams& params) {
+  require_problem_and_qkv(params);
   const Problem& p = params.problem;
-  validate(p);
-  require_view(params.q, "params.q", p.dtype, p.B, p.S_q, p.H, p.d);
-  require_view(params.k, "params.k", p.dtype, p.B, p.S_k, p.H_kv, p.d);
-  require_view(params.v, "params.v", p.dtype, p.B, p.S_k, p.H_kv, p.d);
   require_view(params.o, "params.o", p.dtype, p.B, p.S_q, p.H, p.d);
   require_view(params.dO, "params.dO", p.dtype, p.B, p.S_q, p.H, p.d);
   if (params.lse == nullptr) throw InvalidArgument("params.lse", "data pointer is null");

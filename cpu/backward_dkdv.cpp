@@ -8,13 +8,12 @@
 #include <algorithm>
 #include <vector>
 
-#include "algorithms.hpp"
 #include "backward_passes.hpp"
 #include "buffer.hpp"
 #include "flashref/cpu/faults.hpp"
-#include "kernels.hpp"
 #include "masking.hpp"
 #include "pack.hpp"
+#include "pass_state.hpp"
 
 namespace flashref::cpu::detail {
 namespace {
@@ -57,18 +56,9 @@ struct DkDvTask {
 
 }  // namespace
 
-struct DkDvPass::Impl {
-  Impl(const BackwardParams& params_, const Plan& plan_, const RowStats& stats_,
-       TraceObserver* trace_)
-      : params(params_), plan(plan_), stats(stats_), trace(trace_) {}
-
-  const BackwardParams& params;
-  const Plan& plan;
-  const RowStats& stats;
-  TraceObserver* trace;
-  const Kernels& k = kernels();
-  std::vector<DkDvWorkspace> workspaces;
-  std::vector<DkDvTask> tasks;  // costly first (the number of query tiles that see tile j)
+// Tasks: costly first (the number of query tiles that see key tile j).
+struct DkDvPass::Impl : PassState<DkDvWorkspace, DkDvTask> {
+  using PassState::PassState;
 
   // The query heads whose gradients flow into key/value head h_kv: [first, end).
   std::int64_t first_head(std::int64_t h_kv) const { return h_kv * plan.problem().group_size(); }
@@ -79,19 +69,7 @@ struct DkDvPass::Impl {
   }
 
   TileRef tile_ref(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
-    TileRef t;
-    t.b = b;
-    t.h = h;
-    t.h_kv = h / plan.problem().group_size();
-    t.i = i;
-    t.j = j;
-    t.row_begin = plan.row_begin(i);
-    t.row_end = plan.row_end(i);
-    t.col_begin = plan.col_begin(j);
-    t.col_end = plan.col_end(j);
-    t.kind = plan.kind(i, j);
-    t.pass = TracePass::dkdv;
-    return t;
+    return plan.tile_ref(b, h, i, j, TracePass::dkdv);
   }
 
   template <bool kTrace>
@@ -235,33 +213,19 @@ DkDvPass::DkDvPass(const BackwardParams& params, const Plan& plan, const RowStat
       for (std::int64_t j = 0; j < plan.T_k(); ++j) impl_->tasks.push_back({b, h_kv, j});
     }
   }
-  if (trace == nullptr) {
-    std::stable_sort(impl_->tasks.begin(), impl_->tasks.end(),
-                     [&plan](const DkDvTask& x, const DkDvTask& y) {
-                       return plan.query_tiles_begin(x.j) < plan.query_tiles_begin(y.j);
-                     });
-  }
-  const auto n_tasks = static_cast<std::int64_t>(impl_->tasks.size());
-  const int threads = trace ? 1 : thread_count(params.options, n_tasks);
-  impl_->workspaces = make_workspaces<DkDvWorkspace>(
-      threads, [&plan, trace] { return DkDvWorkspace(plan, trace != nullptr); });
+  // The key tiles seen by the most query tiles first.
+  impl_->schedule([&plan](const DkDvTask& x, const DkDvTask& y) {
+    return plan.query_tiles_begin(x.j) < plan.query_tiles_begin(y.j);
+  });
 }
 
 DkDvPass::~DkDvPass() = default;
 
 void DkDvPass::run() {
   const Impl& impl = *impl_;
-  if (impl.trace != nullptr) {
-    for (const DkDvTask& t : impl.tasks) {
-      impl.key_tile<true>(impl_->workspaces.front(), t.b, t.h_kv, t.j);
-    }
-    return;
-  }
-  for_each_task(static_cast<std::int64_t>(impl.tasks.size()), impl_->workspaces,
-                [&impl](DkDvWorkspace& ws, std::int64_t t) {
-                  const DkDvTask& task = impl.tasks[static_cast<std::size_t>(t)];
-                  impl.key_tile<false>(ws, task.b, task.h_kv, task.j);
-                });
+  impl_->run([&impl](DkDvWorkspace& ws, const DkDvTask& t, auto trace) {
+    impl.key_tile<decltype(trace)::value>(ws, t.b, t.h_kv, t.j);
+  });
 }
 
 }  // namespace flashref::cpu::detail

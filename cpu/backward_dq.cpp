@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <vector>
 
-#include "algorithms.hpp"
 #include "backward_passes.hpp"
 #include "buffer.hpp"
 #include "flashref/cpu/faults.hpp"
-#include "kernels.hpp"
 #include "masking.hpp"
 #include "pack.hpp"
+#include "pass_state.hpp"
 
 namespace flashref::cpu::detail {
 namespace {
@@ -53,33 +52,12 @@ struct DqTask {
   std::int64_t b, h, i;
 };
 
-struct DqPass::Impl {
-  Impl(const BackwardParams& params_, const Plan& plan_, const RowStats& stats_,
-       TraceObserver* trace_)
-      : params(params_), plan(plan_), stats(stats_), trace(trace_) {}
-
-  const BackwardParams& params;
-  const Plan& plan;
-  const RowStats& stats;
-  TraceObserver* trace;
-  const Kernels& k = kernels();
-  std::vector<DqWorkspace> workspaces;
-  std::vector<DqTask> tasks;  // costly first (plan.key_tiles_end(i) tiles each)
+// Tasks: costly first (plan.key_tiles_end(i) key tiles each).
+struct DqPass::Impl : PassState<DqWorkspace, DqTask> {
+  using PassState::PassState;
 
   TileRef tile_ref(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
-    TileRef t;
-    t.b = b;
-    t.h = h;
-    t.h_kv = h / plan.problem().group_size();
-    t.i = i;
-    t.j = j;
-    t.row_begin = plan.row_begin(i);
-    t.row_end = plan.row_end(i);
-    t.col_begin = plan.col_begin(j);
-    t.col_end = plan.col_end(j);
-    t.kind = plan.kind(i, j);
-    t.pass = TracePass::dq;
-    return t;
+    return plan.tile_ref(b, h, i, j, TracePass::dq);
   }
 
   template <bool kTrace>
@@ -190,39 +168,24 @@ DqPass::DqPass(const BackwardParams& params, const Plan& plan, const RowStats& s
                TraceObserver* trace)
     : impl_(std::make_unique<Impl>(params, plan, stats, trace)) {
   const Problem& p = plan.problem();
-  // The trace runs the natural order; otherwise the tasks with the most key tiles go first so
-  // that the dynamic schedule ends with short ones.
   for (std::int64_t b = 0; b < p.B; ++b) {
     for (std::int64_t h = 0; h < p.H; ++h) {
       for (std::int64_t i = 0; i < plan.T_q(); ++i) impl_->tasks.push_back({b, h, i});
     }
   }
-  if (trace == nullptr) {
-    std::stable_sort(impl_->tasks.begin(), impl_->tasks.end(),
-                     [&plan](const DqTask& x, const DqTask& y) {
-                       return plan.key_tiles_end(x.i) > plan.key_tiles_end(y.i);
-                     });
-  }
-  const auto n_tasks = static_cast<std::int64_t>(impl_->tasks.size());
-  const int threads = trace ? 1 : thread_count(params.options, n_tasks);
-  impl_->workspaces = make_workspaces<DqWorkspace>(
-      threads, [&plan, trace] { return DqWorkspace(plan, trace != nullptr); });
+  // The tasks with the most key tiles first.
+  impl_->schedule([&plan](const DqTask& x, const DqTask& y) {
+    return plan.key_tiles_end(x.i) > plan.key_tiles_end(y.i);
+  });
 }
 
 DqPass::~DqPass() = default;
 
 void DqPass::run() {
   const Impl& impl = *impl_;
-  if (impl.trace != nullptr) {
-    for (const DqTask& t : impl.tasks)
-      impl.query_tile<true>(impl_->workspaces.front(), t.b, t.h, t.i);
-    return;
-  }
-  for_each_task(static_cast<std::int64_t>(impl.tasks.size()), impl_->workspaces,
-                [&impl](DqWorkspace& ws, std::int64_t t) {
-                  const DqTask& task = impl.tasks[static_cast<std::size_t>(t)];
-                  impl.query_tile<false>(ws, task.b, task.h, task.i);
-                });
+  impl_->run([&impl](DqWorkspace& ws, const DqTask& t, auto trace) {
+    impl.query_tile<decltype(trace)::value>(ws, t.b, t.h, t.i);
+  });
 }
 
 }  // namespace flashref::cpu::detail

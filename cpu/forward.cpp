@@ -78,20 +78,7 @@ class Forward {
 
  private:
   TileRef tile_ref(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
-    const Problem& p = plan_.problem();
-    TileRef t;
-    t.b = b;
-    t.h = h;
-    t.h_kv = h / p.group_size();
-    t.i = i;
-    t.j = j;
-    t.row_begin = plan_.row_begin(i);
-    t.row_end = plan_.row_end(i);
-    t.col_begin = j >= 0 ? plan_.col_begin(j) : 0;
-    t.col_end = j >= 0 ? plan_.col_end(j) : 0;
-    t.kind = j >= 0 ? plan_.kind(i, j) : TileKind::full;
-    t.pass = TracePass::forward;
-    return t;
+    return plan_.tile_ref(b, h, i, j, TracePass::forward);
   }
 
   // Lines 15-16 with the guards for rows that saw no key, and the faults planted there.

@@ -72,4 +72,21 @@ std::int64_t Plan::visible_keys(std::int64_t q, std::int64_t j) const {
   return std::clamp<std::int64_t>(n, 0, col_end(j) - col_begin(j));
 }
 
+TileRef Plan::tile_ref(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j,
+                       TracePass pass) const {
+  TileRef t;
+  t.b = b;
+  t.h = h;
+  t.h_kv = h / problem_.group_size();
+  t.i = i;
+  t.j = j;
+  t.row_begin = row_begin(i);
+  t.row_end = row_end(i);
+  t.col_begin = j >= 0 ? col_begin(j) : 0;
+  t.col_end = j >= 0 ? col_end(j) : 0;
+  t.kind = j >= 0 ? kind(i, j) : TileKind::full;
+  t.pass = pass;
+  return t;
+}
+
 }  // namespace flashref::cpu::detail

@@ -60,6 +60,11 @@ class Plan {
   // Keys of tile j visible to query row q: [col_begin(j), col_begin(j) + visible_keys(q, j)).
   std::int64_t visible_keys(std::int64_t q, std::int64_t j) const;
 
+  // The trace's name for the pair (query tile i, key tile j) of head (b, h) in `pass`; j = -1
+  // names query tile i alone (no key columns, kind full).
+  TileRef tile_ref(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j,
+                   TracePass pass) const;
+
  private:
   Problem problem_;
   std::uint32_t faults_;

@@ -114,7 +114,10 @@ kernels::TensorArg arg(const TensorView& v) {
   return kernels::TensorArg{v.data, v.batch_stride, v.seq_stride, v.head_stride};
 }
 
-kernels::AttnArgs make_args(const Problem& p) {
+// The kernels' arguments for a problem and the views both directions share (Q, K, V, O, L).
+template <class Params>
+kernels::AttnArgs make_args(const Params& params) {
+  const Problem& p = params.problem;
   kernels::AttnArgs a;
   a.B = static_cast<int>(p.B);
   a.H = static_cast<int>(p.H);
@@ -132,6 +135,12 @@ kernels::AttnArgs make_args(const Problem& p) {
   a.grad_code = p.grad_dtype == DType::f32   ? kernels::kOutF32
                 : p.grad_dtype == DType::f16 ? kernels::kOutF16
                                              : kernels::kOutBF16;
+  a.q = arg(params.q);
+  a.k = arg(params.k);
+  a.v = arg(params.v);
+  a.o = arg(params.o);
+  // L: written by the forward, read only by the backward kernels.
+  a.lse = const_cast<float*>(params.lse);
   return a;
 }
 
@@ -187,6 +196,10 @@ void require_aligned(std::initializer_list<std::pair<const TensorView*, const ch
   }
 }
 
+void require_device_pointers(std::initializer_list<std::pair<const void*, const char*>> pointers) {
+  for (const auto& [p, field] : pointers) require_device_pointer(p, field);
+}
+
 class CudaBackend final : public Backend {
  public:
   std::string name() const override { return "cuda"; }
@@ -233,20 +246,13 @@ class CudaBackend final : public Backend {
                      {&params.k, "params.k"},
                      {&params.v, "params.v"},
                      {&params.o, "params.o"}});
-    require_device_pointer(params.q.data, "params.q");
-    require_device_pointer(params.k.data, "params.k");
-    require_device_pointer(params.v.data, "params.v");
-    require_device_pointer(params.o.data, "params.o");
-    require_device_pointer(params.lse, "params.lse");
+    require_device_pointers({{params.q.data, "params.q"},
+                             {params.k.data, "params.k"},
+                             {params.v.data, "params.v"},
+                             {params.o.data, "params.o"},
+                             {params.lse, "params.lse"}});
     const bool tf32 = use_tf32(p, params.options);
-
-    kernels::AttnArgs a = make_args(p);
-    a.q = arg(params.q);
-    a.k = arg(params.k);
-    a.v = arg(params.v);
-    a.o = arg(params.o);
-    a.lse = params.lse;
-    launch_forward(a, p.dtype, tf32, params.options.stream);
+    launch_forward(make_args(params), p.dtype, tf32, params.options.stream);
   }
 
   void backward(const BackwardParams& params) const override {
@@ -261,27 +267,22 @@ class CudaBackend final : public Backend {
                      {&params.dq, "params.dq"},
                      {&params.dk, "params.dk"},
                      {&params.dv, "params.dv"}});
-    require_device_pointer(params.q.data, "params.q");
-    require_device_pointer(params.k.data, "params.k");
-    require_device_pointer(params.v.data, "params.v");
-    require_device_pointer(params.o.data, "params.o");
-    require_device_pointer(params.dO.data, "params.dO");
-    require_device_pointer(params.lse, "params.lse");
-    require_device_pointer(params.dq.data, "params.dq");
-    require_device_pointer(params.dk.data, "params.dk");
-    require_device_pointer(params.dv.data, "params.dv");
+    require_device_pointers({{params.q.data, "params.q"},
+                             {params.k.data, "params.k"},
+                             {params.v.data, "params.v"},
+                             {params.o.data, "params.o"},
+                             {params.dO.data, "params.dO"},
+                             {params.lse, "params.lse"},
+                             {params.dq.data, "params.dq"},
+                             {params.dk.data, "params.dk"},
+                             {params.dv.data, "params.dv"}});
     const bool tf32 = use_tf32(p, params.options);
 
-    kernels::AttnArgs a = make_args(p);
-    a.q = arg(params.q);
-    a.k = arg(params.k);
-    a.v = arg(params.v);
-    a.o = arg(params.o);
+    kernels::AttnArgs a = make_args(params);
     a.dO = arg(params.dO);
     a.dq = arg(params.dq);
     a.dk = arg(params.dk);
     a.dv = arg(params.dv);
-    a.lse = const_cast<float*>(params.lse);  // read only by the backward kernels
 
     // Workspace: L' and D, (B * H, S_q_pad) floats each, stream-ordered from our own pool so
     // repeated calls reuse its memory instead of paying cudaMalloc's synchronization.

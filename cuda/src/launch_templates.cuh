@@ -76,6 +76,25 @@ inline unsigned grid_size(long long tiles, long long heads, long long batch) {
   return static_cast<unsigned>(tiles * heads * batch);
 }
 
+// One block per query tile of every (query head, batch): the grid QueryTileSchedule decodes
+// (kernels/schedule.cuh). T gives the tile and the block size.
+template <typename T, typename Kernel>
+void launch_per_query_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
+                           cudaStream_t stream, const char* name, const char* element, int kD) {
+  launch_kernel(kernel, grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B),
+                T::kThreads, smem, args, stream,
+                kernel_label(name, element, kD, T::kBlockM, T::kBlockN, T::kThreads, smem));
+}
+
+// One block per key tile of every (key/value head, batch): the grid KeyTileSchedule decodes.
+template <typename T, typename Kernel>
+void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
+                         cudaStream_t stream, const char* name, const char* element, int kD) {
+  launch_kernel(kernel, grid_size(kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv, args.B),
+                T::kThreads, smem, args, stream,
+                kernel_label(name, element, kD, T::kBlockM, T::kBlockN, T::kThreads, smem));
+}
+
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,f32=N" picks the d = 64 alternatives
 // of configs.hpp instead of variant 0 (f32: 0 automatic, 1 large tiles, 2 small tiles). Read
 // once; unknown keys and values fall back to 0.
@@ -107,11 +126,8 @@ inline const Tune& tune() {
 template <typename Element, int kD, int kVariant>
 void run_fwd_mma_variant(const kernels::AttnArgs& args, cudaStream_t stream) {
   using T = typename kernels::FwdMmaConfig<Element, kD, kVariant>::Traits;
-  launch_kernel(kernels::fwd_mma_kernel<T>,
-                grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B), T::kThreads,
-                T::kSmemBytes, args, stream,
-                kernel_label("fwd_mma", element_name<Element>(), kD, T::kBlockM, T::kBlockN,
-                             T::kThreads, T::kSmemBytes));
+  launch_per_query_tile<T>(kernels::fwd_mma_kernel<T>, T::kSmemBytes, args, stream, "fwd_mma",
+                           element_name<Element>(), kD);
 }
 
 template <typename Element, int kD>
@@ -134,28 +150,19 @@ void run_fwd_mma(const kernels::AttnArgs& args, cudaStream_t stream) {
 template <typename Element, int kD, int kVariant>
 void run_bwd_dq_mma_variant(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Dq = typename kernels::BwdDqMmaConfig<Element, kD, kVariant>::Traits;
-  launch_kernel(kernels::bwd_dq_mma_kernel<Dq>,
-                grid_size(kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, args.B), Dq::kThreads,
-                Dq::kSmemBytes, args, stream,
-                kernel_label("bwd_dq_mma", element_name<Element>(), kD, Dq::kBlockM, Dq::kBlockN,
-                             Dq::kThreads, Dq::kSmemBytes));
+  launch_per_query_tile<Dq>(kernels::bwd_dq_mma_kernel<Dq>, Dq::kSmemBytes, args, stream,
+                            "bwd_dq_mma", element_name<Element>(), kD);
 }
 
 template <typename Element, int kD, int kVariant>
 void run_bwd_dkdv_mma_variant(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Dkv = typename kernels::BwdDkvMmaConfig<Element, kD, kVariant>::Traits;
   using Dkv2 = typename kernels::BwdDkvMmaConfig<Element, kD, kVariant>::Second;
-  launch_kernel(kernels::bwd_dkdv_mma_kernel<Dkv>,
-                grid_size(kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, args.B),
-                Dkv::kThreads, Dkv::kSmemBytes, args, stream,
-                kernel_label(Dkv::kDoDK ? "bwd_dkdv_mma" : "bwd_dv_mma", element_name<Element>(),
-                             kD, Dkv::kBlockM, Dkv::kBlockN, Dkv::kThreads, Dkv::kSmemBytes));
+  launch_per_key_tile<Dkv>(kernels::bwd_dkdv_mma_kernel<Dkv>, Dkv::kSmemBytes, args, stream,
+                           Dkv::kDoDK ? "bwd_dkdv_mma" : "bwd_dv_mma", element_name<Element>(), kD);
   if constexpr (!std::is_void_v<Dkv2>) {
-    launch_kernel(kernels::bwd_dkdv_mma_kernel<Dkv2>,
-                  grid_size(kernels::ceil_div(args.S_k, Dkv2::kBlockN), args.H_kv, args.B),
-                  Dkv2::kThreads, Dkv2::kSmemBytes, args, stream,
-                  kernel_label("bwd_dk_mma", element_name<Element>(), kD, Dkv2::kBlockM,
-                               Dkv2::kBlockN, Dkv2::kThreads, Dkv2::kSmemBytes));
+    launch_per_key_tile<Dkv2>(kernels::bwd_dkdv_mma_kernel<Dkv2>, Dkv2::kSmemBytes, args, stream,
+                              "bwd_dk_mma", element_name<Element>(), kD);
   }
 }
 
@@ -211,11 +218,8 @@ inline bool f32_small_tiles(long long rows, long long heads, long long batch, bo
 
 template <typename T>
 void launch_fwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, int kD) {
-  launch_kernel(
-      kernels::fwd_f32_kernel<T>,
-      grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B), T::kThreads,
-      T::kSmemBytes, args, stream,
-      kernel_label("fwd_f32", "f32", kD, T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes));
+  launch_per_query_tile<T>(kernels::fwd_f32_kernel<T>, T::kSmemBytes, args, stream, "fwd_f32",
+                           "f32", kD);
 }
 
 template <int kD>
@@ -228,16 +232,10 @@ void run_fwd_f32(const kernels::AttnArgs& args, cudaStream_t stream) {
 
 template <typename Dq, typename Dkv>
 void launch_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side, int kD) {
-  launch_kernel(kernels::bwd_dq_f32_kernel<Dq>,
-                grid_size(kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, args.B), Dq::kThreads,
-                Dq::kDqSmemBytes, args, stream,
-                kernel_label("bwd_dq_f32", "f32", kD, Dq::kBlockM, Dq::kBlockN, Dq::kThreads,
-                             Dq::kDqSmemBytes));
-  launch_kernel(kernels::bwd_dkdv_f32_kernel<Dkv>,
-                grid_size(kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, args.B),
-                Dkv::kThreads, Dkv::kDkvSmemBytes, args, side,
-                kernel_label("bwd_dkdv_f32", "f32", kD, Dkv::kBlockM, Dkv::kBlockN, Dkv::kThreads,
-                             Dkv::kDkvSmemBytes));
+  launch_per_query_tile<Dq>(kernels::bwd_dq_f32_kernel<Dq>, Dq::kDqSmemBytes, args, stream,
+                            "bwd_dq_f32", "f32", kD);
+  launch_per_key_tile<Dkv>(kernels::bwd_dkdv_f32_kernel<Dkv>, Dkv::kDkvSmemBytes, args, side,
+                           "bwd_dkdv_f32", "f32", kD);
 }
 
 template <int kD>
@@ -254,11 +252,8 @@ void run_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_
 template <int kD>
 void run_fwd_tf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   using T = typename kernels::Tf32Config<kD>::Fwd;
-  launch_kernel(
-      kernels::fwd_tf32_kernel<T>,
-      grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B), T::kThreads,
-      T::kSmemBytes, args, stream,
-      kernel_label("fwd_tf32", "f32", kD, T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes));
+  launch_per_query_tile<T>(kernels::fwd_tf32_kernel<T>, T::kSmemBytes, args, stream, "fwd_tf32",
+                           "f32", kD);
 }
 
 template <typename Dkv>
@@ -266,22 +261,16 @@ void launch_bwd_dkdv_tf32(const kernels::AttnArgs& args, cudaStream_t stream, in
   const char* name = Dkv::kDoDK && Dkv::kDoDV ? "bwd_dkdv_tf32"
                      : Dkv::kDoDV             ? "bwd_dv_tf32"
                                               : "bwd_dk_tf32";
-  launch_kernel(
-      kernels::bwd_dkdv_tf32_kernel<Dkv>,
-      grid_size(kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, args.B), Dkv::kThreads,
-      Dkv::kSmemBytes, args, stream,
-      kernel_label(name, "f32", kD, Dkv::kBlockM, Dkv::kBlockN, Dkv::kThreads, Dkv::kSmemBytes));
+  launch_per_key_tile<Dkv>(kernels::bwd_dkdv_tf32_kernel<Dkv>, Dkv::kSmemBytes, args, stream, name,
+                           "f32", kD);
 }
 
 template <int kD>
 void run_bwd_tf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   using C = kernels::Tf32Config<kD>;
   using Dq = typename C::Dq;
-  launch_kernel(kernels::bwd_dq_tf32_kernel<Dq>,
-                grid_size(kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, args.B), Dq::kThreads,
-                Dq::kSmemBytes, args, stream,
-                kernel_label("bwd_dq_tf32", "f32", kD, Dq::kBlockM, Dq::kBlockN, Dq::kThreads,
-                             Dq::kSmemBytes));
+  launch_per_query_tile<Dq>(kernels::bwd_dq_tf32_kernel<Dq>, Dq::kSmemBytes, args, stream,
+                            "bwd_dq_tf32", "f32", kD);
   launch_bwd_dkdv_tf32<typename C::Dkv>(args, side, kD);
   if constexpr (!std::is_void_v<typename C::DkvSecond>)
     launch_bwd_dkdv_tf32<typename C::DkvSecond>(args, side, kD);

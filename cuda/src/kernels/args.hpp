@@ -15,6 +15,10 @@ struct TensorArg {
 // Element type codes for outputs whose dtype is only known at run time (the gradients).
 enum OutCode : int { kOutF32 = 0, kOutF16 = 1, kOutBF16 = 2 };
 
+// Rows of the backward workspace (lse2, dsum below) are padded to a multiple of this, which
+// every kernel's query tile divides.
+inline constexpr int kWorkspaceRowPad = 128;
+
 struct AttnArgs {
   TensorArg q, k, v, o;  // (B, S_q, H, d), (B, S_k, H_kv, d) x2, (B, S_q, H, d)
   TensorArg dO;          // (B, S_q, H, d); backward only

@@ -16,8 +16,12 @@
 #pragma once
 
 #include "kernels/args.hpp"
-#include "kernels/bwd_dq_mma.cuh"
+#include "kernels/causal.cuh"
+#include "kernels/epilogue.cuh"
+#include "kernels/fragment_softmax.cuh"
+#include "kernels/mma_fragments.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
@@ -62,25 +66,15 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_mma_kernel(const AttnArg
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  // Key tiles in ascending order: with a causal mask the first keys are seen by the most
-  // queries, so the longest blocks start first.
-  const int bkv_count = args.B * args.H_kv;
-  const int n_block = blockIdx.x / bkv_count;
-  const int bkv = blockIdx.x % bkv_count;
-  const int b = bkv / args.H_kv, h_kv = bkv % args.H_kv;
-  const int n0 = n_block * kBlockN;
-  const int keys_valid = min(kBlockN, args.S_k - n0);
+  const KeyTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
   const int d = args.d;
 
-  // Query tiles that see at least one key of this tile: with a causal mask query q sees key
-  // n0 only when q >= n0 - offset. Tiles wholly before that are never loaded.
+  // Query tiles that see at least one key of this tile (all, or with a causal mask those from
+  // the diagonal on).
   const int m_tiles = ceil_div(args.S_q, kBlockM);
   int m_begin = 0;
-  if (args.causal) {
-    const int64_t first_q = static_cast<int64_t>(n0) - args.causal_offset;
-    m_begin =
-        first_q <= 0 ? 0 : (first_q >= args.S_q ? m_tiles : static_cast<int>(first_q / kBlockM));
-  }
+  if (args.causal) m_begin = tile.causal_query_tiles_begin(args, m_tiles);
   const int per_head = m_tiles - m_begin;
   const int total = per_head * args.group;
 
@@ -90,14 +84,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_mma_kernel(const AttnArg
   const int bt_row = (lane % 8) + ((lane / 8) % 2) * 8, bt_col = (lane / 16) * 8;
 
   float acc_dk[T::kDoDK ? kDT : 1][4], acc_dv[T::kDoDV ? kDT : 1][4];
-#pragma unroll
-  for (int dt = 0; dt < (T::kDoDK ? kDT : 1); ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_dk[dt][e] = 0.0f;
-#pragma unroll
-  for (int dt = 0; dt < (T::kDoDV ? kDT : 1); ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_dv[dt][e] = 0.0f;
+  zero_tiles(acc_dk);
+  zero_tiles(acc_dv);
 
   if (total > 0) {
     // Alg. 2 line 7: K_j and V_j, kept for the whole block.
@@ -158,16 +146,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_mma_kernel(const AttnArg
 
       // Line 11: S^T = K_j Q_i^T; line 14: dP^T = V_j dO_i^T.
       float acc_s[kNT][4], acc_dp[T::kDoDK ? kNT : 1][4];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[nt][e] = 0.0f;
-      if constexpr (T::kDoDK) {
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc_dp[nt][e] = 0.0f;
-      }
+      zero_tiles(acc_s);
+      if constexpr (T::kDoDK) zero_tiles(acc_dp);
 #pragma unroll
       for (int ks = 0; ks < kKS; ++ks) {
         uint32_t ak[4], av[4];
@@ -206,98 +186,23 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_mma_kernel(const AttnArg
       // only the tile holding such a query checks.
       const bool has_single = args.S_k == 1 || (args.causal && -args.causal_offset >= m0 &&
                                                 -args.causal_offset < m0 + kBlockM);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        // Key k is visible to query q iff q >= k - offset.
-        const int64_t first_q =
-            static_cast<int64_t>(n0 + warp_row0 + g + hf * 8) - args.causal_offset;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float2 l2 = *reinterpret_cast<const float2*>(sL2 + nt * 8 + 2 * t);
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            float x = acc_s[nt][hf * 2 + c] * args.scale_log2 - (c == 0 ? l2.x : l2.y);
-            if (needs_mask && m0 + nt * 8 + 2 * t + c < first_q) x = -INFINITY;
-            acc_s[nt][hf * 2 + c] = fast_exp2(x);
-          }
-        }
-      }
-      // Kept out of the loop above (rarely taken; inside it cost registers and spills): a
-      // visible key of a single-key query has P = 1 exactly, a masked one 0.
-      if (has_single) {
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c)
-            if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
-#pragma unroll
-              for (int hf = 0; hf < 2; ++hf) {
-                float& p = acc_s[nt][hf * 2 + c];
-                p = p != 0.0f ? 1.0f : 0.0f;
-              }
-            }
-      }
+      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + warp_row0 + g, m0, t);
 
       if constexpr (T::kDoDV) {
         // Line 13: dV_j += P^T dO_i.
         uint32_t p_frag[kBlockM / 16][4];
-#pragma unroll
-        for (int kp = 0; kp < kBlockM / 16; ++kp) {
-          p_frag[kp][0] = M::pack(acc_s[2 * kp][0], acc_s[2 * kp][1]);
-          p_frag[kp][1] = M::pack(acc_s[2 * kp][2], acc_s[2 * kp][3]);
-          p_frag[kp][2] = M::pack(acc_s[2 * kp + 1][0], acc_s[2 * kp + 1][1]);
-          p_frag[kp][3] = M::pack(acc_s[2 * kp + 1][2], acc_s[2 * kp + 1][3]);
-        }
-#pragma unroll
-        for (int kp = 0; kp < kBlockM / 16; ++kp)
-#pragma unroll
-          for (int dp = 0; dp < kDT / 2; ++dp) {
-            uint32_t bdo[4];
-            ldmatrix_x4_trans(bdo,
-                              smem_addr(sdO + (kp * 16 + bt_row) * kStride + dp * 16 + bt_col));
-            M::run(acc_dv[2 * dp], p_frag[kp], bdo[0], bdo[1]);
-            M::run(acc_dv[2 * dp + 1], p_frag[kp], bdo[2], bdo[3]);
-          }
+        pack_a_frags<Element>(p_frag, acc_s);
+        mma_a_frags_times_tile<Element, kBlockM / 16, kDT, kStride>(acc_dv, p_frag, sdO, bt_row,
+                                                                    bt_col);
       }
 
       if constexpr (T::kDoDK) {
         // Line 15: dS^T = P^T * (dP^T - D_i); line 17: dK_j += dS^T Q_i.
+        ds_transposed(acc_s, acc_dp, sD, args, has_single, m0, t);
         uint32_t ds_frag[kBlockM / 16][4];
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float2 dv = *reinterpret_cast<const float2*>(sD + nt * 8 + 2 * t);
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            acc_s[nt][hf * 2] *= acc_dp[nt][hf * 2] - dv.x;
-            acc_s[nt][hf * 2 + 1] *= acc_dp[nt][hf * 2 + 1] - dv.y;
-          }
-        }
-        if (has_single) {  // dS = 0 for a single-key query
-#pragma unroll
-          for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c)
-              if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
-                acc_s[nt][c] = 0.0f;
-                acc_s[nt][2 + c] = 0.0f;
-              }
-        }
-#pragma unroll
-        for (int kp = 0; kp < kBlockM / 16; ++kp) {
-          ds_frag[kp][0] = M::pack(acc_s[2 * kp][0], acc_s[2 * kp][1]);
-          ds_frag[kp][1] = M::pack(acc_s[2 * kp][2], acc_s[2 * kp][3]);
-          ds_frag[kp][2] = M::pack(acc_s[2 * kp + 1][0], acc_s[2 * kp + 1][1]);
-          ds_frag[kp][3] = M::pack(acc_s[2 * kp + 1][2], acc_s[2 * kp + 1][3]);
-        }
-#pragma unroll
-        for (int kp = 0; kp < kBlockM / 16; ++kp)
-#pragma unroll
-          for (int dp = 0; dp < kDT / 2; ++dp) {
-            uint32_t bq[4];
-            ldmatrix_x4_trans(bq, smem_addr(sQ + (kp * 16 + bt_row) * kStride + dp * 16 + bt_col));
-            M::run(acc_dk[2 * dp], ds_frag[kp], bq[0], bq[1]);
-            M::run(acc_dk[2 * dp + 1], ds_frag[kp], bq[2], bq[3]);
-          }
+        pack_a_frags<Element>(ds_frag, acc_s);
+        mma_a_frags_times_tile<Element, kBlockM / 16, kDT, kStride>(acc_dk, ds_frag, sQ, bt_row,
+                                                                    bt_col);
       }
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
@@ -307,18 +212,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_mma_kernel(const AttnArg
   // A key tile no query sees gets zeros.
   float* sOut = reinterpret_cast<float*>(smem_raw);
   auto write = [&](const float(&acc)[kDT][4], float mul, const TensorArg& out) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = warp_row0 + g + hf * 8;
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt)
-        *reinterpret_cast<float2*>(sOut + r * T::kOutStride + dt * 8 + 2 * t) =
-            make_float2(acc[dt][hf * 2] * mul, acc[dt][hf * 2 + 1] * mul);
-    }
-    __syncthreads();
-    store_tile_f32<kBlockN, kD, T::kOutStride, kThreads>(sOut, out.ptr, args.grad_code,
-                                                         row_offset(out, b, n0, h_kv),
-                                                         out.row_stride, keys_valid, d, tid);
+    write_acc_tile<kBlockN, kD, T::kOutStride, kThreads>(sOut, acc, mul, out, args, b, n0, h_kv,
+                                                         keys_valid, d, warp_row0 + g, t, tid);
     __syncthreads();
   };
   if constexpr (T::kDoDK) write(acc_dk, args.scale, args.dk);

@@ -16,8 +16,11 @@
 #pragma once
 
 #include "kernels/args.hpp"
-#include "kernels/bwd_dq_mma.cuh"
+#include "kernels/causal.cuh"
+#include "kernels/epilogue.cuh"
+#include "kernels/fragment_softmax.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tf32.cuh"
 #include "kernels/tile_io.cuh"
 
@@ -60,39 +63,23 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_tf32_kernel(const AttnAr
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  // Key tiles in ascending order: with a causal mask the first keys are seen by the most
-  // queries, so the longest blocks start first.
-  const int bkv_count = args.B * args.H_kv;
-  const int n_block = blockIdx.x / bkv_count;
-  const int bkv = blockIdx.x % bkv_count;
-  const int b = bkv / args.H_kv, h_kv = bkv % args.H_kv;
-  const int n0 = n_block * kBlockN;
-  const int keys_valid = min(kBlockN, args.S_k - n0);
+  const KeyTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
   const int d = args.d;
 
-  // Query tiles that see at least one key of this tile: with a causal mask query q sees key
-  // n0 only when q >= n0 - offset. Tiles wholly before that are never loaded.
+  // Query tiles that see at least one key of this tile (all, or with a causal mask those from
+  // the diagonal on).
   const int m_tiles = ceil_div(args.S_q, kBlockM);
   int m_begin = 0;
-  if (args.causal) {
-    const int64_t first_q = static_cast<int64_t>(n0) - args.causal_offset;
-    m_begin =
-        first_q <= 0 ? 0 : (first_q >= args.S_q ? m_tiles : static_cast<int>(first_q / kBlockM));
-  }
+  if (args.causal) m_begin = tile.causal_query_tiles_begin(args, m_tiles);
   const int per_head = m_tiles - m_begin;
   const int total = per_head * args.group;
 
   const int warp_row0 = warp * 16;
 
   float acc_dk[T::kDoDK ? kDT : 1][4], acc_dv[T::kDoDV ? kDT : 1][4];
-#pragma unroll
-  for (int dt = 0; dt < (T::kDoDK ? kDT : 1); ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_dk[dt][e] = 0.0f;
-#pragma unroll
-  for (int dt = 0; dt < (T::kDoDV ? kDT : 1); ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_dv[dt][e] = 0.0f;
+  zero_tiles(acc_dk);
+  zero_tiles(acc_dv);
 
   if (total > 0) {
     // Alg. 2 line 7: K_j (and V_j, which only dK needs), kept for the whole block.
@@ -161,16 +148,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_tf32_kernel(const AttnAr
       // memory nothing indexes registers by ks, so that loop may stay rolled (unrolled, every
       // load of the tile would be hoisted into registers).
       float acc_s[kNT][4], acc_dp[T::kDoDK ? kNT : 1][4];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[nt][e] = 0.0f;
-      if constexpr (T::kDoDK) {
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc_dp[nt][e] = 0.0f;
-      }
+      zero_tiles(acc_s);
+      if constexpr (T::kDoDK) zero_tiles(acc_dp);
 #pragma unroll(T::kKVInRegs ? kKS : 1)
       for (int ks = 0; ks < kKS; ++ks) {
         uint32_t ak[4], av[4];
@@ -206,83 +185,21 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_tf32_kernel(const AttnAr
       // only the tile holding such a query checks.
       const bool has_single = args.S_k == 1 || (args.causal && -args.causal_offset >= m0 &&
                                                 -args.causal_offset < m0 + kBlockM);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        // Key k is visible to query q iff q >= k - offset.
-        const int64_t first_q =
-            static_cast<int64_t>(n0 + warp_row0 + g + hf * 8) - args.causal_offset;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float2 l2 = *reinterpret_cast<const float2*>(sL2 + nt * 8 + 2 * t);
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            float x = acc_s[nt][hf * 2 + c] * args.scale_log2 - (c == 0 ? l2.x : l2.y);
-            if (needs_mask && m0 + nt * 8 + 2 * t + c < first_q) x = -INFINITY;
-            acc_s[nt][hf * 2 + c] = fast_exp2(x);
-          }
-        }
-      }
-      if (has_single) {
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c)
-            if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
-#pragma unroll
-              for (int hf = 0; hf < 2; ++hf) {
-                float& p = acc_s[nt][hf * 2 + c];
-                p = p != 0.0f ? 1.0f : 0.0f;
-              }
-            }
-      }
+      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + warp_row0 + g, m0, t);
 
       if constexpr (T::kDoDV) {
         // Line 13: dV_j += P^T dO_i, P^T rounded to TF32.
         uint32_t p_frag[kNT][4];
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) a_from_c(p_frag[nt], acc_s[nt]);
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int dt = 0; dt < kDT; ++dt) {
-            uint32_t b0, b1;
-            load_b_cols(b0, b1, sdO, kStride, nt * 8, dt * 8, g, t);
-            mma_tf32(acc_dv[dt], p_frag[nt], b0, b1);
-          }
+        a_frags_from_c(p_frag, acc_s);
+        mma_tf32_a_frags_times_tile(acc_dv, p_frag, sdO, kStride, g, t);
       }
 
       if constexpr (T::kDoDK) {
         // Line 15: dS^T = P^T * (dP^T - D_i); line 17: dK_j += dS^T Q_i.
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float2 dv = *reinterpret_cast<const float2*>(sD + nt * 8 + 2 * t);
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) {
-            acc_s[nt][hf * 2] *= acc_dp[nt][hf * 2] - dv.x;
-            acc_s[nt][hf * 2 + 1] *= acc_dp[nt][hf * 2 + 1] - dv.y;
-          }
-        }
-        if (has_single) {  // dS = 0 for a single-key query
-#pragma unroll
-          for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c)
-              if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
-                acc_s[nt][c] = 0.0f;
-                acc_s[nt][2 + c] = 0.0f;
-              }
-        }
+        ds_transposed(acc_s, acc_dp, sD, args, has_single, m0, t);
         uint32_t ds_frag[kNT][4];
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) a_from_c(ds_frag[nt], acc_s[nt]);
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int dt = 0; dt < kDT; ++dt) {
-            uint32_t b0, b1;
-            load_b_cols(b0, b1, sQ, kStride, nt * 8, dt * 8, g, t);
-            mma_tf32(acc_dk[dt], ds_frag[nt], b0, b1);
-          }
+        a_frags_from_c(ds_frag, acc_s);
+        mma_tf32_a_frags_times_tile(acc_dk, ds_frag, sQ, kStride, g, t);
       }
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
@@ -292,18 +209,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_tf32_kernel(const AttnAr
   // A key tile no query sees gets zeros.
   float* sOut = reinterpret_cast<float*>(smem_raw);
   auto write = [&](const float(&acc)[kDT][4], float mul, const TensorArg& out) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = warp_row0 + g + hf * 8;
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt)
-        *reinterpret_cast<float2*>(sOut + r * T::kOutStride + dt * 8 + 2 * t) =
-            make_float2(acc[dt][hf * 2] * mul, acc[dt][hf * 2 + 1] * mul);
-    }
-    __syncthreads();
-    store_tile_f32<kBlockN, kD, T::kOutStride, kThreads>(sOut, out.ptr, args.grad_code,
-                                                         row_offset(out, b, n0, h_kv),
-                                                         out.row_stride, keys_valid, d, tid);
+    write_acc_tile<kBlockN, kD, T::kOutStride, kThreads>(sOut, acc, mul, out, args, b, n0, h_kv,
+                                                         keys_valid, d, warp_row0 + g, t, tid);
     __syncthreads();
   };
   if constexpr (T::kDoDK) write(acc_dk, args.scale, args.dk);

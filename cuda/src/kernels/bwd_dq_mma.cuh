@@ -12,22 +12,15 @@
 #pragma once
 
 #include "kernels/args.hpp"
+#include "kernels/causal.cuh"
+#include "kernels/epilogue.cuh"
+#include "kernels/fragment_softmax.cuh"
+#include "kernels/mma_fragments.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
-
-// Rows of the backward workspace are padded to a multiple of this (>= every kernel's tile).
-inline constexpr int kWorkspaceRowPad = 128;
-
-// Whether query row q sees exactly one key. Its softmax is then the constant 1, so P = 1 and
-// dS = 0 exactly, which the backward kernels use: recomputing P as 2^(s' - L') would carry
-// L's rounding (relative 1e-5 for the scores of large inputs), and the recomputation form
-// P (dP - D) would leave the rounding difference between dP (a product of the kernel) and D
-// (a sum of the preprocess) where the true gradient is 0.
-__device__ __forceinline__ bool sees_one_key(const AttnArgs& args, int64_t q) {
-  return args.S_k == 1 || (args.causal && q + args.causal_offset == 0);
-}
 
 template <typename Element_, int kD_, int kBlockN_, int kNWarps_, bool kQInRegs_>
 struct BwdDqMmaTraits {
@@ -63,27 +56,15 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  const int bh_count = args.B * args.H;
-  const int m_block =
-      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
-  const int bh = blockIdx.x % bh_count;
-  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
-  const int row0 = m_block * kBlockM;
-  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
 
-  const int n_blocks = ceil_div(args.S_k, kBlockN);
-  int n_end = n_blocks;
-  if (args.causal) {
-    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
-    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
-  }
+  int n_end = ceil_div(args.S_k, kBlockN);
+  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
 
   float acc_dq[kDT][4];
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_dq[dt][e] = 0.0f;
+  zero_tiles(acc_dq);
 
   const int warp_row0 = warp * 16;
   const int a_row = (lane % 8) + ((lane / 8) % 2) * 8, a_col = (lane / 16) * 8;
@@ -91,8 +72,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
   const int bt_row = (lane % 8) + ((lane / 8) % 2) * 8, bt_col = (lane / 16) * 8;
 
   if (n_end > 0) {
-    const Element* k_head = row_ptr<const Element>(args.k, b, 0, h_kv);
-    const Element* v_head = row_ptr<const Element>(args.v, b, 0, h_kv);
+    const Element* k_head = row_ptr<const Element>(args.k, b, 0, tile.h_kv);
+    const Element* v_head = row_ptr<const Element>(args.v, b, 0, tile.h_kv);
     auto load_kv = [&](int n, int stage) {
       const int n0 = n * kBlockN;
       Element* sK = sKV + stage * T::kStageElems;
@@ -150,10 +131,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
 
       // Line 11: S = Q_i K_j^T; line 14: dP = dO_i V_j^T.
       float acc_s[kNT][4], acc_dp[kNT][4];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[nt][e] = acc_dp[nt][e] = 0.0f;
+      zero_tiles(acc_s);
+      zero_tiles(acc_dp);
 #pragma unroll
       for (int ks = 0; ks < kKS; ++ks) {
         uint32_t aq[4], ado[4];
@@ -202,42 +181,19 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
             acc_s[nt][e] = single[hf] ? 0.0f : fast_exp2(x) * (acc_dp[nt][e] - dsum[hf]);
           }
       }
-#pragma unroll
-      for (int kp = 0; kp < kBlockN / 16; ++kp) {
-        ds_frag[kp][0] = M::pack(acc_s[2 * kp][0], acc_s[2 * kp][1]);
-        ds_frag[kp][1] = M::pack(acc_s[2 * kp][2], acc_s[2 * kp][3]);
-        ds_frag[kp][2] = M::pack(acc_s[2 * kp + 1][0], acc_s[2 * kp + 1][1]);
-        ds_frag[kp][3] = M::pack(acc_s[2 * kp + 1][2], acc_s[2 * kp + 1][3]);
-      }
+      pack_a_frags<Element>(ds_frag, acc_s);
 
       // Line 16: dQ_i += dS K_j (K_j read transposed: keys are the reduction dim).
-#pragma unroll
-      for (int kp = 0; kp < kBlockN / 16; ++kp)
-#pragma unroll
-        for (int dp = 0; dp < kDT / 2; ++dp) {
-          uint32_t bk[4];
-          ldmatrix_x4_trans(bk, smem_addr(sK + (kp * 16 + bt_row) * kStride + dp * 16 + bt_col));
-          M::run(acc_dq[2 * dp], ds_frag[kp], bk[0], bk[1]);
-          M::run(acc_dq[2 * dp + 1], ds_frag[kp], bk[2], bk[3]);
-        }
+      mma_a_frags_times_tile<Element, kBlockN / 16, kDT, kStride>(acc_dq, ds_frag, sK, bt_row,
+                                                                  bt_col);
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
   }
 
   // dQ = scale * dS K, staged as float and written in the gradient dtype.
-  float* sOut = reinterpret_cast<float*>(smem_raw);
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int r = warp_row0 + g + hf * 8;
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt)
-      *reinterpret_cast<float2*>(sOut + r * T::kOutStride + dt * 8 + 2 * t) =
-          make_float2(acc_dq[dt][hf * 2] * args.scale, acc_dq[dt][hf * 2 + 1] * args.scale);
-  }
-  __syncthreads();
-  store_tile_f32<kBlockM, kD, T::kOutStride, kThreads>(sOut, args.dq.ptr, args.grad_code,
-                                                       row_offset(args.dq, b, row0, h),
-                                                       args.dq.row_stride, rows_valid, d, tid);
+  write_dq_tile<kBlockM, kD, T::kOutStride, kThreads>(reinterpret_cast<float*>(smem_raw), acc_dq,
+                                                      args, b, row0, h, rows_valid, d,
+                                                      warp_row0 + g, t, tid);
 }
 
 }  // namespace flashref::cuda::kernels

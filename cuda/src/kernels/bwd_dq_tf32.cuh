@@ -14,8 +14,10 @@
 #pragma once
 
 #include "kernels/args.hpp"
-#include "kernels/bwd_dq_mma.cuh"
+#include "kernels/causal.cuh"
+#include "kernels/epilogue.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tf32.cuh"
 #include "kernels/tile_io.cuh"
 
@@ -52,33 +54,21 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_tf32_kernel(const AttnArgs
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  const int bh_count = args.B * args.H;
-  const int m_block =
-      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
-  const int bh = blockIdx.x % bh_count;
-  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
-  const int row0 = m_block * kBlockM;
-  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
 
-  const int n_blocks = ceil_div(args.S_k, kBlockN);
-  int n_end = n_blocks;
-  if (args.causal) {
-    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
-    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
-  }
+  int n_end = ceil_div(args.S_k, kBlockN);
+  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
 
   float acc_dq[kDT][4];
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_dq[dt][e] = 0.0f;
+  zero_tiles(acc_dq);
 
   const int warp_row0 = warp * 16;
 
   if (n_end > 0) {
-    const float* k_head = row_ptr<const float>(args.k, b, 0, h_kv);
-    const float* v_head = row_ptr<const float>(args.v, b, 0, h_kv);
+    const float* k_head = row_ptr<const float>(args.k, b, 0, tile.h_kv);
+    const float* v_head = row_ptr<const float>(args.v, b, 0, tile.h_kv);
     auto load_kv = [&](int n, int stage) {
       const int n0 = n * kBlockN;
       float* sK = sKV + stage * T::kStageElems;
@@ -144,10 +134,8 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_tf32_kernel(const AttnArgs
       // memory nothing indexes registers by ks, so that loop may stay rolled (unrolled, every
       // load of the tile would be hoisted into registers).
       float acc_s[kNT][4], acc_dp[kNT][4];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[nt][e] = acc_dp[nt][e] = 0.0f;
+      zero_tiles(acc_s);
+      zero_tiles(acc_dp);
 #pragma unroll(T::kQInRegs ? kKS : 1)
       for (int ks = 0; ks < kKS; ++ks) {
         uint32_t aq[4], ado[4];
@@ -196,34 +184,16 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_tf32_kernel(const AttnArgs
       // Line 16: dQ_i += dS K_j, dS rounded to TF32 (keys are the reduction dim: K_j is read at
       // the relabelled rows).
       uint32_t ds_frag[kNT][4];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) a_from_c(ds_frag[nt], acc_s[nt]);
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) {
-          uint32_t b0, b1;
-          load_b_cols(b0, b1, sK, kStride, nt * 8, dt * 8, g, t);
-          mma_tf32(acc_dq[dt], ds_frag[nt], b0, b1);
-        }
+      a_frags_from_c(ds_frag, acc_s);
+      mma_tf32_a_frags_times_tile(acc_dq, ds_frag, sK, kStride, g, t);
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
   }
 
   // dQ = scale * dS K, staged as float and written in the gradient dtype.
-  float* sOut = reinterpret_cast<float*>(smem_raw);
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int r = warp_row0 + g + hf * 8;
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt)
-      *reinterpret_cast<float2*>(sOut + r * T::kOutStride + dt * 8 + 2 * t) =
-          make_float2(acc_dq[dt][hf * 2] * args.scale, acc_dq[dt][hf * 2 + 1] * args.scale);
-  }
-  __syncthreads();
-  store_tile_f32<kBlockM, kD, T::kOutStride, kThreads>(sOut, args.dq.ptr, args.grad_code,
-                                                       row_offset(args.dq, b, row0, h),
-                                                       args.dq.row_stride, rows_valid, d, tid);
+  write_dq_tile<kBlockM, kD, T::kOutStride, kThreads>(reinterpret_cast<float*>(smem_raw), acc_dq,
+                                                      args, b, row0, h, rows_valid, d,
+                                                      warp_row0 + g, t, tid);
 }
 
 }  // namespace flashref::cuda::kernels

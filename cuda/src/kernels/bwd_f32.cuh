@@ -5,9 +5,10 @@
 #pragma once
 
 #include "kernels/args.hpp"
-#include "kernels/bwd_dq_mma.cuh"
+#include "kernels/causal.cuh"
 #include "kernels/f32_tile.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
@@ -56,21 +57,12 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
   float* sdS = sV + kBlockN * kStride;
 
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-  const int bh_count = args.B * args.H;
-  const int m_block =
-      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
-  const int bh = blockIdx.x % bh_count;
-  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
-  const int row0 = m_block * kBlockM;
-  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
 
-  const int n_blocks = ceil_div(args.S_k, kBlockN);
-  int n_end = n_blocks;
-  if (args.causal) {
-    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
-    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
-  }
+  int n_end = ceil_div(args.S_k, kBlockN);
+  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
 
   float acc_dq[kTM][kOC];
 #pragma unroll
@@ -79,8 +71,8 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
     for (int c = 0; c < kOC; ++c) acc_dq[i][c] = 0.0f;
 
   if (n_end > 0) {
-    const float* k_head = row_ptr<const float>(args.k, b, 0, h_kv);
-    const float* v_head = row_ptr<const float>(args.v, b, 0, h_kv);
+    const float* k_head = row_ptr<const float>(args.k, b, 0, tile.h_kv);
+    const float* v_head = row_ptr<const float>(args.v, b, 0, tile.h_kv);
     auto load_k = [&](int n) {
       const int n0 = n * kBlockN;
       load_tile_async<kBlockN, kD, kStride, kThreads>(
@@ -191,21 +183,13 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dkdv_f32_kernel(const AttnArg
   float* sD = sL2 + kBlockM;
 
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-  const int bkv_count = args.B * args.H_kv;
-  const int n_block = blockIdx.x / bkv_count;
-  const int bkv = blockIdx.x % bkv_count;
-  const int b = bkv / args.H_kv, h_kv = bkv % args.H_kv;
-  const int n0 = n_block * kBlockN;
-  const int keys_valid = min(kBlockN, args.S_k - n0);
+  const KeyTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
   const int d = args.d;
 
   const int m_tiles = ceil_div(args.S_q, kBlockM);
   int m_begin = 0;
-  if (args.causal) {
-    const int64_t first_q = static_cast<int64_t>(n0) - args.causal_offset;
-    m_begin =
-        first_q <= 0 ? 0 : (first_q >= args.S_q ? m_tiles : static_cast<int>(first_q / kBlockM));
-  }
+  if (args.causal) m_begin = tile.causal_query_tiles_begin(args, m_tiles);
   const int per_head = m_tiles - m_begin;
   const int total = per_head * args.group;
 

@@ -8,6 +8,7 @@
 #include "kernels/args.hpp"
 #include "kernels/f32_tile.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
@@ -34,21 +35,12 @@ __global__ void __launch_bounds__(kF32Threads) fwd_f32_kernel(const AttnArgs arg
   float* sP = sV + kBlockN * kStride;
 
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-  const int bh_count = args.B * args.H;
-  const int m_block =
-      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
-  const int bh = blockIdx.x % bh_count;
-  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
-  const int row0 = m_block * kBlockM;
-  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
 
-  const int n_blocks = ceil_div(args.S_k, kBlockN);
-  int n_end = n_blocks;
-  if (args.causal) {
-    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
-    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
-  }
+  int n_end = ceil_div(args.S_k, kBlockN);
+  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
   float* o_tile = row_ptr<float>(args.o, b, row0, h);
   float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
 
@@ -62,8 +54,8 @@ __global__ void __launch_bounds__(kF32Threads) fwd_f32_kernel(const AttnArgs arg
   }
 
   if (n_end > 0) {
-    const float* k_head = row_ptr<const float>(args.k, b, 0, h_kv);
-    const float* v_head = row_ptr<const float>(args.v, b, 0, h_kv);
+    const float* k_head = row_ptr<const float>(args.k, b, 0, tile.h_kv);
+    const float* v_head = row_ptr<const float>(args.v, b, 0, tile.h_kv);
     // Alg. 1 line 5: Q_i, and the first key tile.
     load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, row0, h),
                                                     args.q.row_stride, rows_valid, d, tid);

@@ -1,9 +1,8 @@
 // Forward pass on tensor cores (bf16 / f16): Algorithm 1 for one query tile per thread block.
 //
-// Grid: one block per (query tile, head, batch), longest query tiles first (with a causal mask
-// the last query tile sees the most keys, so it is scheduled first and the tail of the grid is
-// made of short tiles). Each warp owns kMT * 16 query rows and keeps their S tile, P~, O
-// accumulator, m and l in registers; K_j and V_j are shared by the block through shared memory.
+// Grid: one block per (query tile, head, batch), longest query tiles first (QueryTileSchedule,
+// schedule.cuh). Each warp owns kMT * 16 query rows and keeps their S tile, P~, O accumulator,
+// m and l in registers; K_j and V_j are shared by the block through shared memory.
 //
 // Per key tile j (walked from the last to the first, so the tiles that need a mask come first):
 //   S = Q_i K_j^T                              mma.sync m16n8k16, fp32 accumulators
@@ -19,7 +18,11 @@
 #pragma once
 
 #include "kernels/args.hpp"
+#include "kernels/epilogue.cuh"
+#include "kernels/fragment_softmax.cuh"
+#include "kernels/mma_fragments.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
@@ -50,7 +53,6 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
   constexpr int kStride = T::kStride, kThreads = T::kThreads;
   constexpr int kNT = kBlockN / 8;  // 8-key mma tiles of S
   constexpr int kDT = kD / 8;       // 8-column mma tiles of O
-  constexpr float kLn2 = 0.6931471805599453f;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Element* sQ = reinterpret_cast<Element*>(smem_raw);
@@ -59,44 +61,25 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  // Longest tiles first: the query-tile index is the slowest-varying part of blockIdx.x.
-  const int bh_count = args.B * args.H;
-  const int m_block =
-      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
-  const int bh = blockIdx.x % bh_count;
-  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
-  const int row0 = m_block * kBlockM;
-  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
 
-  // Key tiles this query tile needs: all of them, or with a causal mask only up to the one
-  // holding the last visible key of the tile's last row. Tiles above the diagonal are never
-  // loaded.
-  const int n_blocks = ceil_div(args.S_k, kBlockN);
-  int n_end = n_blocks;
-  if (args.causal) {
-    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
-    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
-  }
+  // Key tiles this query tile needs: all of them, or with a causal mask those up to the diagonal.
+  int n_end = ceil_div(args.S_k, kBlockN);
+  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
 
   Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
   float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
   if (n_end == 0) {
-    // Every row of this tile sees no key (bottom-right causal, S_q > S_k): O = 0, L = -inf.
-    constexpr int kChunks = kD / 8;
-    for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
-      const int r = c / kChunks, col = (c % kChunks) * 8;
-      if (r < rows_valid && col < d)
-        *reinterpret_cast<uint4*>(o_tile + static_cast<int64_t>(r) * args.o.row_stride + col) =
-            make_uint4(0, 0, 0, 0);
-    }
-    for (int r = tid; r < rows_valid; r += kThreads) lse_rows[r] = -INFINITY;
+    write_fully_masked_tile<kBlockM, kD, kThreads>(o_tile, args.o.row_stride, lse_rows, rows_valid,
+                                                   d, tid);
     return;
   }
 
   const Element* q_tile = row_ptr<const Element>(args.q, b, row0, h);
-  const Element* k_head = row_ptr<const Element>(args.k, b, 0, h_kv);
-  const Element* v_head = row_ptr<const Element>(args.v, b, 0, h_kv);
+  const Element* k_head = row_ptr<const Element>(args.k, b, 0, tile.h_kv);
+  const Element* v_head = row_ptr<const Element>(args.v, b, 0, tile.h_kv);
 
   // Alg. 1 line 5: load Q_i (and, in the same wait, the first key tile K_j).
   load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, q_tile, args.q.row_stride, rows_valid, d,
@@ -130,20 +113,9 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
 
   // Alg. 1 line 6: O = 0, l = 0, m = -inf (two rows per thread per 16-row tile).
   float acc_o[kMT][kDT][4];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
+  zero_tiles(acc_o);
   float row_m[kMT][2], row_l[kMT][2];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      row_m[mt][hf] = -INFINITY;
-      row_l[mt][hf] = 0.0f;
-    }
+  init_softmax_rows(row_m, row_l);
 
   // Alg. 1 line 7: the loop over key tiles, last to first.
   for (int n = n_end - 1; n >= 0; --n) {
@@ -158,15 +130,10 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
 
     // Line 9: S = Q_i K_j^T (the scale comes next, in the log2-domain multiply).
     float acc_s[kMT][kNT][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
-          // With Q re-read from shared memory nothing indexes registers by ks, so the loop may stay
-          // rolled: unrolled, the compiler hoists every ldmatrix of the tile and runs out of
-          // registers.
+    zero_tiles(acc_s);
+    // With Q re-read from shared memory nothing indexes registers by ks, so the loop may stay
+    // rolled: unrolled, the compiler hoists every ldmatrix of the tile and runs out of
+    // registers.
 #pragma unroll(T::kQInRegs ? kD / 16 : 1)
     for (int ks = 0; ks < kD / 16; ++ks) {
       uint32_t a[kMT][4];
@@ -218,49 +185,10 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
       }
 
     // Lines 10-12: running max, P~, running sum; and the rescale of O (line 13's first term).
+    online_softmax_rows(acc_s, row_m, row_l, acc_o);
     uint32_t p_frag[kMT][kBlockN / 16][4];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float mx = row_m[mt][hf];
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-          mx = fmaxf(mx, fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]));
-        // The four lanes of a quad hold the same two rows.
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with no visible key yet keeps m = -inf; subtracting 0 instead of -inf keeps
-        // 2^(-inf - m) = 0 rather than NaN.
-        const float m_use = mx == -INFINITY ? 0.0f : mx;
-        const float corr = fast_exp2(row_m[mt][hf] - m_use);
-        row_m[mt][hf] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            float& s = acc_s[mt][nt][hf * 2 + c];
-            s = fast_exp2(s - m_use);
-            sum += s;
-          }
-        // Each lane keeps a partial row sum; the quad is summed once at the end.
-        row_l[mt][hf] = row_l[mt][hf] * corr + sum;
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) {
-          acc_o[mt][dt][hf * 2] *= corr;
-          acc_o[mt][dt][hf * 2 + 1] *= corr;
-        }
-      }
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int kp = 0; kp < kBlockN / 16; ++kp) {
-        p_frag[mt][kp][0] = M::pack(acc_s[mt][2 * kp][0], acc_s[mt][2 * kp][1]);
-        p_frag[mt][kp][1] = M::pack(acc_s[mt][2 * kp][2], acc_s[mt][2 * kp][3]);
-        p_frag[mt][kp][2] = M::pack(acc_s[mt][2 * kp + 1][0], acc_s[mt][2 * kp + 1][1]);
-        p_frag[mt][kp][3] = M::pack(acc_s[mt][2 * kp + 1][2], acc_s[mt][2 * kp + 1][3]);
-      }
+    for (int mt = 0; mt < kMT; ++mt) pack_a_frags<Element>(p_frag[mt], acc_s[mt]);
 
     cp_async_wait<0>();
     __syncthreads();  // V_j has landed, and every warp is done reading K_j
@@ -290,35 +218,9 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
   // Lines 15-16: O = O / l, L = m + log(l) (natural log), staged through sQ (each warp wrote
   // and read only its own rows of sQ, so a warp barrier is enough before overwriting them).
   __syncwarp();
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float l = row_l[mt][hf];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      // l = 0 only for a row that sees no key: O = 0 and L = -inf, never NaN.
-      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-      const int r = warp_row0 + mt * 16 + g + hf * 8;
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        const uint32_t packed =
-            M::pack(acc_o[mt][dt][hf * 2] * inv_l, acc_o[mt][dt][hf * 2 + 1] * inv_l);
-        *reinterpret_cast<uint32_t*>(sQ + r * kStride + dt * 8 + 2 * t) = packed;
-      }
-      if (t == 0 && r < rows_valid)
-        lse_rows[r] = l > 0.0f ? (row_m[mt][hf] + log2f(l)) * kLn2 : -INFINITY;
-    }
+  normalize_rows<kMT, kDT, kStride>(sQ, lse_rows, row_m, row_l, acc_o, warp_row0, rows_valid, g, t);
   __syncthreads();
-  constexpr int kChunks = kD / 8;
-#pragma unroll
-  for (int i = 0; i < ceil_div(kBlockM * kChunks, kThreads); ++i) {
-    const int c = tid + i * kThreads;
-    const int r = c / kChunks, col = (c % kChunks) * 8;
-    if (c < kBlockM * kChunks && r < rows_valid && col < d)
-      *reinterpret_cast<uint4*>(o_tile + static_cast<int64_t>(r) * args.o.row_stride + col) =
-          *reinterpret_cast<const uint4*>(sQ + r * kStride + col);
-  }
+  store_tile<kBlockM, kD, kStride, kThreads>(sQ, o_tile, args.o.row_stride, rows_valid, d, tid);
 }
 
 }  // namespace flashref::cuda::kernels

@@ -14,7 +14,10 @@
 #pragma once
 
 #include "kernels/args.hpp"
+#include "kernels/epilogue.cuh"
+#include "kernels/fragment_softmax.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/schedule.cuh"
 #include "kernels/tf32.cuh"
 #include "kernels/tile_io.cuh"
 
@@ -42,7 +45,6 @@ __global__ void __launch_bounds__(T::kThreads) fwd_tf32_kernel(const AttnArgs ar
   constexpr int kNT = kBlockN / 8;  // 8-key mma tiles of S (and 8-key steps of P~ V)
   constexpr int kDT = kD / 8;       // 8-column mma tiles of O
   constexpr int kKS = kD / 8;       // 8-wide reduction steps of S = Q K^T
-  constexpr float kLn2 = 0.6931471805599453f;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* sQ = reinterpret_cast<float*>(smem_raw);
@@ -51,40 +53,24 @@ __global__ void __launch_bounds__(T::kThreads) fwd_tf32_kernel(const AttnArgs ar
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  const int bh_count = args.B * args.H;
-  const int m_block =
-      static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
-  const int bh = blockIdx.x % bh_count;
-  const int b = bh / args.H, h = bh % args.H, h_kv = h / args.group;
-  const int row0 = m_block * kBlockM;
-  const int rows_valid = min(kBlockM, args.S_q - row0);
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
 
   // Key tiles this query tile needs (above the causal diagonal: never loaded).
-  const int n_blocks = ceil_div(args.S_k, kBlockN);
-  int n_end = n_blocks;
-  if (args.causal) {
-    const int64_t last_key = static_cast<int64_t>(row0 + rows_valid - 1) + args.causal_offset;
-    n_end = last_key < 0 ? 0 : static_cast<int>(min64(n_blocks, last_key / kBlockN + 1));
-  }
+  int n_end = ceil_div(args.S_k, kBlockN);
+  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
 
   float* o_tile = row_ptr<float>(args.o, b, row0, h);
   float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
-  constexpr int kChunks = kD / 4;  // 16-byte chunks of an output row
   if (n_end == 0) {
-    // Every row of this tile sees no key (bottom-right causal, S_q > S_k): O = 0, L = -inf.
-    for (int c = tid; c < kBlockM * kChunks; c += kThreads) {
-      const int r = c / kChunks, col = (c % kChunks) * 4;
-      if (r < rows_valid && col < d)
-        *reinterpret_cast<float4*>(o_tile + static_cast<int64_t>(r) * args.o.row_stride + col) =
-            make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    for (int r = tid; r < rows_valid; r += kThreads) lse_rows[r] = -INFINITY;
+    write_fully_masked_tile<kBlockM, kD, kThreads>(o_tile, args.o.row_stride, lse_rows, rows_valid,
+                                                   d, tid);
     return;
   }
 
-  const float* k_head = row_ptr<const float>(args.k, b, 0, h_kv);
-  const float* v_head = row_ptr<const float>(args.v, b, 0, h_kv);
+  const float* k_head = row_ptr<const float>(args.k, b, 0, tile.h_kv);
+  const float* v_head = row_ptr<const float>(args.v, b, 0, tile.h_kv);
   auto load_k = [&](int n) {
     const int n0 = n * kBlockN;
     load_tile_async<kBlockN, kD, kStride, kThreads>(
@@ -114,20 +100,9 @@ __global__ void __launch_bounds__(T::kThreads) fwd_tf32_kernel(const AttnArgs ar
 
   // Alg. 1 line 6: O = 0, l = 0, m = -inf (two rows per thread per 16-row tile).
   float acc_o[kMT][kDT][4];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
+  zero_tiles(acc_o);
   float row_m[kMT][2], row_l[kMT][2];
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      row_m[mt][hf] = -INFINITY;
-      row_l[mt][hf] = 0.0f;
-    }
+  init_softmax_rows(row_m, row_l);
 
   // Alg. 1 line 7: the loop over key tiles, last to first. On entry K_j is in sK, rounded and
   // visible, and every warp is done with sV.
@@ -143,12 +118,7 @@ __global__ void __launch_bounds__(T::kThreads) fwd_tf32_kernel(const AttnArgs ar
     // from shared memory nothing indexes registers by ks, so that loop may stay rolled
     // (unrolled, every load of the tile would be hoisted into registers).
     float acc_s[kMT][kNT][4];
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
+    zero_tiles(acc_s);
 #pragma unroll(T::kQInRegs ? kKS : 1)
     for (int ks = 0; ks < kKS; ++ks) {
       uint32_t a[kMT][4];
@@ -197,44 +167,10 @@ __global__ void __launch_bounds__(T::kThreads) fwd_tf32_kernel(const AttnArgs ar
 
     // Lines 10-12: running max, P~, running sum; and the rescale of O (line 13's first term).
     // P~ is then rounded to TF32, as the A operand of P~ V_j.
+    online_softmax_rows(acc_s, row_m, row_l, acc_o);
     uint32_t p_frag[kMT][kNT][4];
 #pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float mx = row_m[mt][hf];
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-          mx = fmaxf(mx, fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]));
-        // The four lanes of a quad hold the same two rows.
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with no visible key yet keeps m = -inf; subtracting 0 instead of -inf keeps
-        // 2^(-inf - m) = 0 rather than NaN.
-        const float m_use = mx == -INFINITY ? 0.0f : mx;
-        const float corr = fast_exp2(row_m[mt][hf] - m_use);
-        row_m[mt][hf] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            float& s = acc_s[mt][nt][hf * 2 + c];
-            s = fast_exp2(s - m_use);
-            sum += s;
-          }
-        // Each lane keeps a partial row sum; the quad is summed once at the end.
-        row_l[mt][hf] = row_l[mt][hf] * corr + sum;
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) {
-          acc_o[mt][dt][hf * 2] *= corr;
-          acc_o[mt][dt][hf * 2 + 1] *= corr;
-        }
-      }
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) a_from_c(p_frag[mt][nt], acc_s[mt][nt]);
+    for (int mt = 0; mt < kMT; ++mt) a_frags_from_c(p_frag[mt], acc_s[mt]);
 
     cp_async_wait<0>();
     round_own_chunks_tf32<kBlockN, kD, kStride, kThreads>(sV, tid);
@@ -264,32 +200,9 @@ __global__ void __launch_bounds__(T::kThreads) fwd_tf32_kernel(const AttnArgs ar
 
   // Lines 15-16: O = O / l, L = m + log(l) (natural log), O staged through the warp's own rows
   // of sQ (no other warp reads them; the last barrier above ordered this warp's reads of sQ).
-#pragma unroll
-  for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float l = row_l[mt][hf];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      // l = 0 only for a row that sees no key: O = 0 and L = -inf, never NaN.
-      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-      const int r = warp_row0 + mt * 16 + g + hf * 8;
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt)
-        *reinterpret_cast<float2*>(sQ + r * kStride + dt * 8 + 2 * t) =
-            make_float2(acc_o[mt][dt][hf * 2] * inv_l, acc_o[mt][dt][hf * 2 + 1] * inv_l);
-      if (t == 0 && r < rows_valid)
-        lse_rows[r] = l > 0.0f ? (row_m[mt][hf] + log2f(l)) * kLn2 : -INFINITY;
-    }
+  normalize_rows<kMT, kDT, kStride>(sQ, lse_rows, row_m, row_l, acc_o, warp_row0, rows_valid, g, t);
   __syncthreads();
-#pragma unroll
-  for (int i = 0; i < ceil_div(kBlockM * kChunks, kThreads); ++i) {
-    const int c = tid + i * kThreads;
-    const int r = c / kChunks, col = (c % kChunks) * 4;
-    if (c < kBlockM * kChunks && r < rows_valid && col < d)
-      *reinterpret_cast<float4*>(o_tile + static_cast<int64_t>(r) * args.o.row_stride + col) =
-          *reinterpret_cast<const float4*>(sQ + r * kStride + col);
-  }
+  store_tile<kBlockM, kD, kStride, kThreads>(sQ, o_tile, args.o.row_stride, rows_valid, d, tid);
 }
 
 }  // namespace flashref::cuda::kernels

@@ -82,6 +82,30 @@ __device__ __forceinline__ void a_from_c(uint32_t (&a)[4], const float (&c)[4]) 
   a[3] = to_tf32(c[3]);
 }
 
+// Accumulator tiles rounded to TF32 as the A fragments of the next product (P~, dS).
+template <int kNT>
+__device__ __forceinline__ void a_frags_from_c(uint32_t (&a)[kNT][4], const float (&c)[kNT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) a_from_c(a[nt], c[nt]);
+}
+
+// acc (16 x 8 kDT) += A (16 x 8 kNT, from a_frags_from_c) Z, for a row-major (8 kNT x 8 kDT)
+// tile Z read at the relabelled rows (load_b_cols): dS K_j, P^T dO_i, dS^T Q_i.
+template <int kNT, int kDT>
+__device__ __forceinline__ void mma_tf32_a_frags_times_tile(float (&acc)[kDT][4],
+                                                            const uint32_t (&a)[kNT][4],
+                                                            const float* tile, int stride, int g,
+                                                            int t) {
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt) {
+      uint32_t b0, b1;
+      load_b_cols(b0, b1, tile, stride, nt * 8, dt * 8, g, t);
+      mma_tf32(acc[dt], a[nt], b0, b1);
+    }
+}
+
 // Rounds to TF32, in place, the 16-byte chunks of a kRows x kD float tile that thread `tid`
 // copied with load_tile_async<kRows, kD, kStride, kThreads> (the same chunk mapping). Call it
 // after cp_async_wait has covered those copies (they are then visible to this thread) and

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/args.hpp"
 #include "kernels/ptx.cuh"
@@ -20,6 +21,10 @@ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
 __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
   return a > b ? a : b;
 }
+
+// The 16-byte vector a tile of T moves in: float4 for float, uint4 for the 16-bit types.
+template <typename T>
+using Chunk16 = std::conditional_t<std::is_same_v<T, float>, float4, uint4>;
 
 // Start of row `row` of head `h` in batch `b` of a tensor (64-bit offsets throughout: a tensor
 // may hold more than 2^31 elements).
@@ -57,6 +62,25 @@ __device__ __forceinline__ void load_tile_async(T* smem, const T* g, int64_t row
       const T* src = pred ? g + static_cast<int64_t>(r) * row_stride + col : g;
       cp_async_16(smem_addr(smem + r * kStride + col), src, pred);
     }
+  }
+}
+
+// Copies rows < rows_valid and columns < d of a kRows x kD tile from shared memory (row stride
+// kStride elements) to rows of stride row_stride starting at g, in 16-byte chunks: the reverse
+// of load_tile_async, for an output tile staged in its own dtype.
+template <int kRows, int kD, int kStride, int kThreads, typename T>
+__device__ __forceinline__ void store_tile(const T* smem, T* g, int64_t row_stride, int rows_valid,
+                                           int d, int tid) {
+  constexpr int kChunkElems = 16 / sizeof(T);
+  constexpr int kChunksPerRow = kD / kChunkElems;
+  constexpr int kTotal = kRows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < ceil_div(kTotal, kThreads); ++i) {
+    const int c = tid + i * kThreads;
+    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * kChunkElems;
+    if (c < kTotal && r < rows_valid && col < d)
+      *reinterpret_cast<Chunk16<T>*>(g + static_cast<int64_t>(r) * row_stride + col) =
+          *reinterpret_cast<const Chunk16<T>*>(smem + r * kStride + col);
   }
 }
 

@@ -1,0 +1,32 @@
+// The causal mask's index math, shared by every kernel. Under a causal mask key k is visible
+// to query q iff k <= q + causal_offset (0 for top-left, S_k - S_q for bottom-right). The sums
+// are 64-bit: q + offset can leave int's range when S_q and S_k are both near it.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/args.hpp"
+#include "kernels/tile_io.cuh"
+
+namespace flashref::cuda::kernels {
+
+// The last key query row q sees (negative: none).
+__device__ __forceinline__ int64_t last_visible_key(const AttnArgs& args, int q) {
+  return static_cast<int64_t>(q) + args.causal_offset;
+}
+
+// The first query row that sees key k.
+__device__ __forceinline__ int64_t first_seeing_query(const AttnArgs& args, int k) {
+  return static_cast<int64_t>(k) - args.causal_offset;
+}
+
+// Whether query row q sees exactly one key. Its softmax is then the constant 1, so P = 1 and
+// dS = 0 exactly, which the backward kernels use: recomputing P as 2^(s' - L') would carry
+// L's rounding (relative 1e-5 for the scores of large inputs), and the recomputation form
+// P (dP - D) would leave the rounding difference between dP (a product of the kernel) and D
+// (a sum of the preprocess) where the true gradient is 0.
+__device__ __forceinline__ bool sees_one_key(const AttnArgs& args, int64_t q) {
+  return args.S_k == 1 || (args.causal && q + args.causal_offset == 0);
+}
+
+}  // namespace flashref::cuda::kernels
