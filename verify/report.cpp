@@ -41,6 +41,18 @@ std::string worst_at(const ErrorStats& s, TensorId t) {
   return o.str();
 }
 
+// One line per backend whose gradients were judged: which O and L the baseline backward ran
+// from, so a reader knows what the gradients' limits assume.
+std::string backward_inputs_lines(const VerifyReport& r) {
+  std::ostringstream o;
+  for (const BackendReport& b : r.backends) {
+    if (!b.available || !b.error.empty() || b.backward_inputs == BackwardInputs::none) continue;
+    o << "  " << b.backend << ": "
+      << backward_inputs_text(b.backward_inputs, b.backward_inputs_reason, b.backend) << "\n";
+  }
+  return o.str();
+}
+
 std::vector<std::string> backend_list(const VerifyReport& r) {
   std::vector<std::string> names;
   for (const BackendReport& b : r.backends) names.push_back(b.backend);
@@ -49,6 +61,20 @@ std::vector<std::string> backend_list(const VerifyReport& r) {
 
 }  // namespace
 
+std::string backward_inputs_text(BackwardInputs inputs, const std::string& reason,
+                                 const std::string& candidate) {
+  switch (inputs) {
+    case BackwardInputs::none:
+      return "no gradients judged";
+    case BackwardInputs::candidate:
+      return "the baseline backward ran from " + candidate +
+             "'s O and L, which passed: the inputs its backward received";
+    case BackwardInputs::baseline:
+      return "the baseline backward ran from its own O and L (" + reason + ")";
+  }
+  return "";
+}
+
 std::string format_table(const VerifyReport& report) {
   const VerifyCase& c = report.verify_case;
   std::ostringstream o;
@@ -56,10 +82,11 @@ std::string format_table(const VerifyReport& report) {
   o << "run:     " << describe_settings(c) << "; worst indices placed in " << report_tile_q(c)
     << " x " << report_tile_k(c) << " (B_q x B_k) tiles\n";
   o << "rule:    " << rule_text() << "\n\n";
-  const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 7, 9};
+  const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 11, 11, 7, 9};
   o << pad("tensor", w[0]) << pad("backend", w[1]) << pad("max abs err", w[2])
-    << pad("baseline err", w[3]) << pad("k", w[4]) << pad("floor", w[5]) << pad("limit", w[6])
-    << pad("ratio", w[7]) << pad("verdict", w[8]) << "worst (b,h,s,i) and tile\n";
+    << pad("baseline err", w[3]) << pad("k", w[4]) << pad("floor", w[5]) << pad("= rounding", w[6])
+    << pad("+ noise", w[7]) << pad("limit", w[8]) << pad("ratio", w[9]) << pad("verdict", w[10])
+    << "worst (b,h,s,i) and tile\n";
   std::ostringstream failures;
   std::ostringstream unavailable;
   int checks = 0, failed = 0, ran = 0;
@@ -80,9 +107,9 @@ std::string format_table(const VerifyReport& report) {
       const RuleCheck& r = t.rule;
       o << pad(std::string(tensor_name(t.tensor)), w[0]) << pad(b.backend, w[1])
         << pad(sci(r.candidate_err), w[2]) << pad(sci(r.baseline_err), w[3])
-        << pad(plain(r.k), w[4]) << pad(sci(r.floor), w[5]) << pad(sci(r.limit), w[6])
-        << pad(fixed2(r.ratio), w[7]) << pad(r.pass ? "PASS" : "FAIL", w[8])
-        << worst_at(t.candidate, t.tensor) << "\n";
+        << pad(plain(r.k), w[4]) << pad(sci(r.floor), w[5]) << pad(sci(r.floor_rounding), w[6])
+        << pad(sci(r.floor_noise), w[7]) << pad(sci(r.limit), w[8]) << pad(fixed2(r.ratio), w[9])
+        << pad(r.pass ? "PASS" : "FAIL", w[10]) << worst_at(t.candidate, t.tensor) << "\n";
       if (!r.pass) {
         ++failed;
         const ErrorStats& s = t.candidate;
@@ -97,6 +124,8 @@ std::string format_table(const VerifyReport& report) {
       }
     }
   }
+  const std::string inputs = backward_inputs_lines(report);
+  if (!inputs.empty()) o << "\ngradients' baseline:\n" << inputs;
   if (!failures.str().empty()) o << "\nfailures:\n" << failures.str();
   if (!unavailable.str().empty())
     o << "\nunavailable (not run, not a failure):\n" << unavailable.str();
@@ -150,6 +179,9 @@ nlohmann::json to_json(const TensorReport& t) {
   return {{"tensor", std::string(tensor_name(t.tensor))},
           {"k", r.k},
           {"floor", r.floor},
+          {"floor_rounding", r.floor_rounding},
+          {"floor_noise", r.floor_noise},
+          {"noise_sigma", r.noise_sigma},
           {"baseline_err", r.baseline_err},
           {"candidate_err", r.candidate_err},
           {"limit", r.limit},
@@ -161,18 +193,28 @@ nlohmann::json to_json(const TensorReport& t) {
           {"baseline", to_json(t.baseline)}};
 }
 
+nlohmann::json to_json(BackwardInputs inputs, const std::string& reason,
+                       const std::string& candidate) {
+  if (inputs == BackwardInputs::none) return nullptr;
+  return {{"inputs", std::string(backward_inputs_name(inputs))},
+          {"reason", reason},
+          {"text", backward_inputs_text(inputs, reason, candidate)}};
+}
+
 nlohmann::json to_json(const VerifyReport& report) {
   const VerifyCase& c = report.verify_case;
   nlohmann::json backends = nlohmann::json::array();
   for (const BackendReport& b : report.backends) {
     nlohmann::json tensors = nlohmann::json::array();
     for (const TensorReport& t : b.tensors) tensors.push_back(to_json(t));
-    backends.push_back({{"name", b.backend},
-                        {"available", b.available},
-                        {"unavailable_reason", b.unavailable_reason},
-                        {"error", b.error},
-                        {"passed", b.available ? nlohmann::json(b.passed()) : nlohmann::json()},
-                        {"tensors", tensors}});
+    backends.push_back(
+        {{"name", b.backend},
+         {"available", b.available},
+         {"unavailable_reason", b.unavailable_reason},
+         {"error", b.error},
+         {"passed", b.available ? nlohmann::json(b.passed()) : nlohmann::json()},
+         {"baseline_backward", to_json(b.backward_inputs, b.backward_inputs_reason, b.backend)},
+         {"tensors", tensors}});
   }
   return {{"command", reproduce_command(c, backend_list(report))},
           {"problem", to_json(c.problem)},
@@ -192,7 +234,12 @@ nlohmann::json to_json(const VerifyReport& report) {
           {"rule",
            {{"text", rule_text()},
             {"k", {{"O", 2}, {"L", 2}, {"dQ", 3}, {"dK", 3}, {"dV", 3}}},
-            {"floor", "2 * rounding_step(output dtype, max|gold|); L's output dtype is f32"},
+            {"floor",
+             "2 * rounding_step(output dtype, max|gold|) + 3 * max sigma of the scores' "
+             "float32 rounding noise; L's output dtype is f32"},
+            {"noise_sigmas", kNoiseSigmas},
+            {"baseline_backward",
+             "run from the candidate's O and L when both pass, else from the baseline's own"},
             {"max_rel_denominator", "max(|gold|, 1e-3 * max|gold|)"}}},
           {"backends", backends},
           {"passed", report.passed()}};

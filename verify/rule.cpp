@@ -6,9 +6,11 @@ namespace flashref::verify {
 
 std::string rule_text() {
   return "pass iff max_abs_err <= k * baseline_err + floor, errors vs the gold (double); "
-         "baseline = the reference backend in the candidate's precision; k = 2 for O, L and 3 "
-         "for dQ, dK, dV; floor = 2 * rounding step of the output dtype at max|gold| (L: f32); "
-         "any NaN/inf the gold lacks, or a gold -inf not matched, fails";
+         "baseline = the reference backend in the candidate's precision, its backward run from "
+         "the candidate's O and L when both pass; k = 2 for O, L and 3 for dQ, dK, dV; "
+         "floor = 2 * rounding step of the output dtype at max|gold| (L: f32) + 3 * max sigma "
+         "of the scores' float32 rounding noise; any NaN/inf the gold lacks, or a gold -inf "
+         "not matched, fails";
 }
 
 double rule_k(TensorId t) {
@@ -17,6 +19,10 @@ double rule_k(TensorId t) {
 
 double rule_floor(DType output_dtype, double max_abs_gold) {
   return 2.0 * rounding_step(output_dtype, max_abs_gold);
+}
+
+double rule_noise_floor(double max_sigma) {
+  return kNoiseSigmas * max_sigma;
 }
 
 namespace {
@@ -43,11 +49,14 @@ std::string nonfinite_summary(const ErrorStats& s) {
 }  // namespace
 
 RuleCheck apply_rule(TensorId tensor, DType output_dtype, const ErrorStats& candidate,
-                     const ErrorStats& baseline) {
+                     const ErrorStats& baseline, double noise_sigma) {
   RuleCheck r;
   r.tensor = tensor;
   r.k = rule_k(tensor);
-  r.floor = rule_floor(output_dtype, candidate.max_abs_gold);
+  r.floor_rounding = rule_floor(output_dtype, candidate.max_abs_gold);
+  r.noise_sigma = noise_sigma;
+  r.floor_noise = rule_noise_floor(noise_sigma);
+  r.floor = r.floor_rounding + r.floor_noise;
   r.baseline_err = baseline.max_abs;
   r.candidate_err = candidate.max_abs;
   r.limit = r.k * r.baseline_err + r.floor;
@@ -60,7 +69,8 @@ RuleCheck apply_rule(TensorId tensor, DType output_dtype, const ErrorStats& cand
         << ": the limit cannot be trusted";
   } else if (!(r.candidate_err <= r.limit)) {
     why << "max abs err " << r.candidate_err << " > limit " << r.limit << " (" << r.k << " * "
-        << r.baseline_err << " + " << r.floor << ")";
+        << r.baseline_err << " + " << r.floor_rounding << " rounding + " << r.floor_noise
+        << " noise)";
   }
   r.reason = why.str();
   r.pass = r.reason.empty();

@@ -6,6 +6,7 @@
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xmanipulation.hpp>
 
+#include "flashref/error.hpp"
 #include "staging.hpp"
 
 namespace flashref::verify {
@@ -20,19 +21,53 @@ const HostTensor& in_layout(const HostTensor& t, Layout layout, std::optional<Ho
 
 }  // namespace
 
+namespace {
+
+// Backward of `backend` from `bwd`'s staged q, k, v, o and lse; stages dO and fills the
+// gradients of `out`.
+void run_backward(const Backend& backend, const ProblemData& data, const RunOptions& options,
+                  Staging& staging, BackwardParams bwd, RunOutputs& out) {
+  const Problem& p = data.problem;
+  std::optional<HostTensor> dO_copy;
+  const HostTensor& dO = in_layout(data.dO, options.layout, dO_copy);
+  out.dq = HostTensor(p.grad_dtype, options.layout, p.B, p.H, p.S_q, p.d);
+  out.dk = HostTensor(p.grad_dtype, options.layout, p.B, p.H_kv, p.S_k, p.d);
+  out.dv = HostTensor(p.grad_dtype, options.layout, p.B, p.H_kv, p.S_k, p.d);
+  bwd.problem = p;
+  bwd.dO = staging.input(dO);
+  bwd.dq = staging.output(out.dq);
+  bwd.dk = staging.output(out.dk);
+  bwd.dv = staging.output(out.dv);
+  bwd.options = options.exec;
+  backend.backward(bwd);
+  staging.fetch(out.dq, bwd.dq);
+  staging.fetch(out.dk, bwd.dk);
+  staging.fetch(out.dv, bwd.dv);
+  out.dQ = out.dq.to_double();
+  out.dK = out.dk.to_double();
+  out.dV = out.dv.to_double();
+  out.has_backward = true;
+}
+
+xt::xtensor<float, 3> lse_shaped(const Problem& p) {
+  return xt::xtensor<float, 3>(std::array{static_cast<std::size_t>(p.B),
+                                          static_cast<std::size_t>(p.H),
+                                          static_cast<std::size_t>(p.S_q)});
+}
+
+}  // namespace
+
 RunOutputs run_backend(const Backend& backend, const ProblemData& data, const RunOptions& options) {
   const Problem& p = data.problem;
   validate(p);
-  std::optional<HostTensor> q_copy, k_copy, v_copy, dO_copy;
+  std::optional<HostTensor> q_copy, k_copy, v_copy;
   const HostTensor& q = in_layout(data.q, options.layout, q_copy);
   const HostTensor& k = in_layout(data.k, options.layout, k_copy);
   const HostTensor& v = in_layout(data.v, options.layout, v_copy);
 
   RunOutputs out;
   out.o = HostTensor(p.dtype, options.layout, p.B, p.H, p.S_q, p.d);
-  out.lse =
-      xt::xtensor<float, 3>(std::array{static_cast<std::size_t>(p.B), static_cast<std::size_t>(p.H),
-                                       static_cast<std::size_t>(p.S_q)});
+  out.lse = lse_shaped(p);
 
   Staging staging(backend);
   ForwardParams fwd;
@@ -50,31 +85,48 @@ RunOutputs run_backend(const Backend& backend, const ProblemData& data, const Ru
   out.L = xt::cast<double>(out.lse);
 
   if (options.backward) {
-    const HostTensor& dO = in_layout(data.dO, options.layout, dO_copy);
-    out.dq = HostTensor(p.grad_dtype, options.layout, p.B, p.H, p.S_q, p.d);
-    out.dk = HostTensor(p.grad_dtype, options.layout, p.B, p.H_kv, p.S_k, p.d);
-    out.dv = HostTensor(p.grad_dtype, options.layout, p.B, p.H_kv, p.S_k, p.d);
+    // The backend's own O and L: the backward is judged as used in training.
     BackwardParams bwd;
-    bwd.problem = p;
     bwd.q = fwd.q;
     bwd.k = fwd.k;
     bwd.v = fwd.v;
-    bwd.o = fwd.o;  // the backend's own O and L: the backward is judged as used in training
+    bwd.o = fwd.o;
     bwd.lse = fwd.lse;
-    bwd.dO = staging.input(dO);
-    bwd.dq = staging.output(out.dq);
-    bwd.dk = staging.output(out.dk);
-    bwd.dv = staging.output(out.dv);
-    bwd.options = options.exec;
-    backend.backward(bwd);
-    staging.fetch(out.dq, bwd.dq);
-    staging.fetch(out.dk, bwd.dk);
-    staging.fetch(out.dv, bwd.dv);
-    out.dQ = out.dq.to_double();
-    out.dK = out.dk.to_double();
-    out.dV = out.dv.to_double();
-    out.has_backward = true;
+    run_backward(backend, data, options, staging, bwd, out);
   }
+  return out;
+}
+
+RunOutputs run_backward_from(const Backend& backend, const ProblemData& data,
+                             const RunOptions& options, const HostTensor& o,
+                             const xt::xtensor<float, 3>& lse) {
+  const Problem& p = data.problem;
+  validate(p);
+  if (o.dtype() != p.dtype || o.B() != p.B || o.H() != p.H || o.S() != p.S_q || o.d() != p.d) {
+    throw InvalidArgument("o", "must be the problem's O: dtype " +
+                                   std::string(dtype_name(p.dtype)) + ", shape (B, H, S_q, d)");
+  }
+  if (lse.shape() != lse_shaped(p).shape()) {
+    throw InvalidArgument("lse", "must have shape (B, H, S_q)");
+  }
+  std::optional<HostTensor> q_copy, k_copy, v_copy, o_copy;
+  const HostTensor& q = in_layout(data.q, options.layout, q_copy);
+  const HostTensor& k = in_layout(data.k, options.layout, k_copy);
+  const HostTensor& v = in_layout(data.v, options.layout, v_copy);
+  RunOutputs out;
+  out.o = in_layout(o, options.layout, o_copy);
+  out.lse = lse;
+  out.O = out.o.to_double();
+  out.L = xt::cast<double>(out.lse);
+
+  Staging staging(backend);
+  BackwardParams bwd;
+  bwd.q = staging.input(q);
+  bwd.k = staging.input(k);
+  bwd.v = staging.input(v);
+  bwd.o = staging.input(out.o);
+  bwd.lse = staging.input(out.lse);
+  run_backward(backend, data, options, staging, bwd, out);
   return out;
 }
 

@@ -38,6 +38,14 @@ class Staging {
     return v;
   }
 
+  const float* input(const xt::xtensor<float, 3>& lse) {
+    if (rt_ == nullptr) return lse.data();
+    const std::size_t bytes = lse.size() * sizeof(float);
+    void* p = mirror(bytes);
+    rt_->to_device(p, lse.data(), bytes);
+    return static_cast<const float*>(p);
+  }
+
   // Poisons the host tensor and, on a device, a fresh mirror of it.
   TensorView output(HostTensor& t) {
     t.fill_bytes(kPoisonByte);

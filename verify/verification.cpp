@@ -30,15 +30,27 @@ bool VerifyReport::any_available() const {
   return false;
 }
 
+std::string_view backward_inputs_name(BackwardInputs b) {
+  switch (b) {
+    case BackwardInputs::none:
+      return "none";
+    case BackwardInputs::candidate:
+      return "candidate";
+    case BackwardInputs::baseline:
+      return "baseline";
+  }
+  return "none";
+}
+
 namespace {
 
-TensorReport judge_one(TensorId id, const Problem& p, const ErrorStats& candidate,
-                       const ErrorStats& baseline) {
+TensorReport judge_one(TensorId id, const Problem& p, const ScoreNoise& noise,
+                       const ErrorStats& candidate, const ErrorStats& baseline) {
   TensorReport r;
   r.tensor = id;
   r.candidate = candidate;
   r.baseline = baseline;
-  r.rule = apply_rule(id, output_dtype(id, p), candidate, baseline);
+  r.rule = apply_rule(id, output_dtype(id, p), candidate, baseline, noise.max_sigma(id));
   return r;
 }
 
@@ -55,27 +67,44 @@ void require_tiles(const VerifyCase& c) {
 
 }  // namespace
 
-std::vector<TensorReport> judge(const Problem& p, const GoldOutputs& gold,
-                                const RunOutputs& baseline, const RunOutputs& candidate,
-                                std::int64_t tile_q, std::int64_t tile_k) {
+std::vector<TensorReport> judge_forward(const Problem& p, const GoldOutputs& gold,
+                                        const ScoreNoise& noise, const RunOutputs& baseline,
+                                        const RunOutputs& candidate, std::int64_t tile_q) {
   std::vector<TensorReport> out;
-  out.push_back(judge_one(TensorId::O, p,
+  out.push_back(judge_one(TensorId::O, p, noise,
                           compute_stats(candidate.O, gold.O, SeqAxis::query, tile_q),
                           compute_stats(baseline.O, gold.O, SeqAxis::query, tile_q)));
-  out.push_back(judge_one(TensorId::L, p, compute_stats(candidate.L, gold.L, tile_q),
+  out.push_back(judge_one(TensorId::L, p, noise, compute_stats(candidate.L, gold.L, tile_q),
                           compute_stats(baseline.L, gold.L, tile_q)));
-  if (gold.has_backward && baseline.has_backward && candidate.has_backward) {
-    out.push_back(judge_one(TensorId::dQ, p,
-                            compute_stats(candidate.dQ, gold.dQ, SeqAxis::query, tile_q),
-                            compute_stats(baseline.dQ, gold.dQ, SeqAxis::query, tile_q)));
-    out.push_back(judge_one(TensorId::dK, p,
-                            compute_stats(candidate.dK, gold.dK, SeqAxis::key, tile_k),
-                            compute_stats(baseline.dK, gold.dK, SeqAxis::key, tile_k)));
-    out.push_back(judge_one(TensorId::dV, p,
-                            compute_stats(candidate.dV, gold.dV, SeqAxis::key, tile_k),
-                            compute_stats(baseline.dV, gold.dV, SeqAxis::key, tile_k)));
-  }
   return out;
+}
+
+std::vector<TensorReport> judge_backward(const Problem& p, const GoldOutputs& gold,
+                                         const ScoreNoise& noise, const RunOutputs& baseline,
+                                         const RunOutputs& candidate, std::int64_t tile_q,
+                                         std::int64_t tile_k) {
+  std::vector<TensorReport> out;
+  if (!(gold.has_backward && baseline.has_backward && candidate.has_backward)) return out;
+  out.push_back(judge_one(TensorId::dQ, p, noise,
+                          compute_stats(candidate.dQ, gold.dQ, SeqAxis::query, tile_q),
+                          compute_stats(baseline.dQ, gold.dQ, SeqAxis::query, tile_q)));
+  out.push_back(judge_one(TensorId::dK, p, noise,
+                          compute_stats(candidate.dK, gold.dK, SeqAxis::key, tile_k),
+                          compute_stats(baseline.dK, gold.dK, SeqAxis::key, tile_k)));
+  out.push_back(judge_one(TensorId::dV, p, noise,
+                          compute_stats(candidate.dV, gold.dV, SeqAxis::key, tile_k),
+                          compute_stats(baseline.dV, gold.dV, SeqAxis::key, tile_k)));
+  return out;
+}
+
+std::string failed_forward_tensors(const std::vector<TensorReport>& reports) {
+  std::string failed;
+  for (const TensorReport& t : reports) {
+    if ((t.tensor == TensorId::O || t.tensor == TensorId::L) && !t.rule.pass) {
+      failed += (failed.empty() ? "" : " and ") + std::string(tensor_name(t.tensor));
+    }
+  }
+  return failed;
 }
 
 VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string>& backends) {
@@ -97,6 +126,7 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
 
   const ProblemData data = make_problem_data(c.problem, input_options(c));
   const GoldOutputs gold = compute_gold(data, c.backward);
+  const ScoreNoise noise = score_rounding_noise(data, c.backward);
   RunOptions run;
   run.exec = exec_options(c);
   run.layout = c.layout;
@@ -117,7 +147,26 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
       if (b.backend != "reference" || c.test_faults != 0) {
         own = run_backend(*candidates[i], data, run);
       }
-      b.tensors = judge(c.problem, gold, baseline, own ? *own : baseline, tile_q, tile_k);
+      const RunOutputs& candidate = own ? *own : baseline;
+      b.tensors = judge_forward(c.problem, gold, noise, baseline, candidate, tile_q);
+      if (c.backward) {
+        // Gradients are judged given the O and L the candidate's backward received, when they
+        // passed: the baseline backward runs from them. The reference candidate's O and L are
+        // the baseline's, so its own backward already did.
+        const std::string failed = failed_forward_tensors(b.tensors);
+        std::optional<RunOutputs> given;
+        if (failed.empty()) {
+          b.backward_inputs = BackwardInputs::candidate;
+          if (own) given = run_backward_from(*reference, data, baseline_run, own->o, own->lse);
+        } else {
+          b.backward_inputs = BackwardInputs::baseline;
+          b.backward_inputs_reason = b.backend + "'s " + failed + " failed";
+        }
+        for (TensorReport& t : judge_backward(c.problem, gold, noise, given ? *given : baseline,
+                                              candidate, tile_q, tile_k)) {
+          b.tensors.push_back(std::move(t));
+        }
+      }
     } catch (const std::exception& e) {
       b.error = e.what();
     }

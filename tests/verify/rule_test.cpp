@@ -1,4 +1,5 @@
-// The baseline-relative rule on planted errors just inside and just outside its limit.
+// The baseline-relative rule on planted errors just inside and just outside its limit, with and
+// without the score-rounding noise term of its floor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,37 +40,92 @@ TEST(Rule, FloorIsTwoRoundingStepsAtTheLargestGoldMagnitude) {
 }
 
 // Plants a baseline error and a candidate error at `fraction` of the limit, and applies the
-// rule to tensor `id` stored as `dtype`.
-RuleCheck planted(TensorId id, DType dtype, double baseline_error, double fraction) {
+// rule to tensor `id` stored as `dtype`, with score-rounding noise of max sigma `sigma`.
+RuleCheck planted(TensorId id, DType dtype, double baseline_error, double fraction,
+                  double sigma = 0.0) {
   const auto gold = random4(7);
   auto baseline = gold;
   baseline(1, 0, 4, 2) += baseline_error;
   const ErrorStats b = compute_stats(baseline, gold, SeqAxis::query, 4);
-  const double limit = rule_k(id) * b.max_abs + rule_floor(dtype, max_abs(gold));
+  const double limit =
+      rule_k(id) * b.max_abs + rule_floor(dtype, max_abs(gold)) + kNoiseSigmas * sigma;
   auto candidate = gold;
   candidate(0, 1, 8, 5) += fraction * limit;
   const ErrorStats c = compute_stats(candidate, gold, SeqAxis::query, 4);
-  return apply_rule(id, dtype, c, b);
+  return apply_rule(id, dtype, c, b, sigma);
 }
 
 TEST(Rule, ErrorJustBelowTheLimitPasses) {
-  for (TensorId id : {TensorId::O, TensorId::dQ, TensorId::dK, TensorId::dV}) {
-    const RuleCheck r = planted(id, DType::bf16, 0.01, 0.99);
-    EXPECT_TRUE(r.pass) << tensor_name(id) << ": " << r.reason;
-    EXPECT_TRUE(r.reason.empty());
-    EXPECT_LT(r.ratio, 1.0);
-    EXPECT_NEAR(r.ratio, 0.99, 1e-9);
-    EXPECT_EQ(r.limit, r.k * r.baseline_err + r.floor);
+  for (double sigma : {0.0, 4e-3}) {
+    for (TensorId id : {TensorId::O, TensorId::dQ, TensorId::dK, TensorId::dV}) {
+      const RuleCheck r = planted(id, DType::bf16, 0.01, 0.99, sigma);
+      EXPECT_TRUE(r.pass) << tensor_name(id) << ": " << r.reason;
+      EXPECT_TRUE(r.reason.empty());
+      EXPECT_LT(r.ratio, 1.0);
+      EXPECT_NEAR(r.ratio, 0.99, 1e-9);
+      EXPECT_EQ(r.limit, r.k * r.baseline_err + r.floor);
+    }
   }
 }
 
 TEST(Rule, ErrorJustAboveTheLimitFails) {
-  for (TensorId id : {TensorId::O, TensorId::dQ, TensorId::dK, TensorId::dV}) {
-    const RuleCheck r = planted(id, DType::f16, 0.01, 1.01);
-    EXPECT_FALSE(r.pass) << tensor_name(id);
-    EXPECT_GT(r.ratio, 1.0);
-    EXPECT_NE(r.reason.find("> limit"), std::string::npos) << r.reason;
+  for (double sigma : {0.0, 4e-3}) {
+    for (TensorId id : {TensorId::O, TensorId::dQ, TensorId::dK, TensorId::dV}) {
+      const RuleCheck r = planted(id, DType::f16, 0.01, 1.01, sigma);
+      EXPECT_FALSE(r.pass) << tensor_name(id);
+      EXPECT_GT(r.ratio, 1.0);
+      EXPECT_NE(r.reason.find("> limit"), std::string::npos) << r.reason;
+    }
   }
+}
+
+TEST(Rule, FloorIsTheRoundingStepsPlusThreeSigmasOfScoreNoise) {
+  const auto gold = random4(13);
+  const ErrorStats exact = compute_stats(gold, gold, SeqAxis::query, 4);
+  const double sigma = 2.5e-6;
+  const RuleCheck r = apply_rule(TensorId::dK, DType::f32, exact, exact, sigma);
+  EXPECT_EQ(r.floor_rounding, rule_floor(DType::f32, max_abs(gold)));
+  EXPECT_EQ(r.noise_sigma, sigma);
+  EXPECT_EQ(r.floor_noise, 3.0 * sigma);
+  EXPECT_EQ(rule_noise_floor(sigma), 3.0 * sigma);
+  EXPECT_EQ(r.floor, r.floor_rounding + r.floor_noise);
+  EXPECT_EQ(r.limit, r.floor);  // the baseline is exact
+  // Without the inputs (sigma left out) only the rounding part remains.
+  const RuleCheck plain = apply_rule(TensorId::dK, DType::f32, exact, exact);
+  EXPECT_EQ(plain.floor_noise, 0.0);
+  EXPECT_EQ(plain.floor, plain.floor_rounding);
+}
+
+TEST(Rule, AnErrorAtTheScoresNoiseLevelPassesOnlyWithTheNoiseTerm) {
+  // The baseline happens to be exact; the candidate is off by two sigmas of score noise plus
+  // the rounding floor: a correct kernel that summed its scores in another order.
+  const auto gold = random4(14);
+  const ErrorStats exact = compute_stats(gold, gold, SeqAxis::query, 4);
+  const double sigma = 1e-5;
+  auto candidate = gold;
+  candidate(1, 0, 2, 1) += rule_floor(DType::f32, max_abs(gold)) + 2.0 * sigma;
+  const ErrorStats c = compute_stats(candidate, gold, SeqAxis::query, 4);
+  EXPECT_TRUE(apply_rule(TensorId::O, DType::f32, c, exact, sigma).pass);
+  const RuleCheck without = apply_rule(TensorId::O, DType::f32, c, exact, 0.0);
+  EXPECT_FALSE(without.pass);
+  // Four sigmas is beyond the noise term: a real error of that size still fails.
+  candidate(1, 0, 2, 1) = gold(1, 0, 2, 1) + rule_floor(DType::f32, max_abs(gold)) + 4.0 * sigma;
+  const RuleCheck beyond = apply_rule(
+      TensorId::O, DType::f32, compute_stats(candidate, gold, SeqAxis::query, 4), exact, sigma);
+  EXPECT_FALSE(beyond.pass);
+  EXPECT_NE(beyond.reason.find("rounding"), std::string::npos) << beyond.reason;
+  EXPECT_NE(beyond.reason.find("noise"), std::string::npos) << beyond.reason;
+}
+
+TEST(Rule, NoiseNeverExcusesNaN) {
+  const auto gold = random4(15);
+  auto candidate = gold;
+  candidate(0, 0, 0, 0) = NAN;
+  const RuleCheck r =
+      apply_rule(TensorId::O, DType::f32, compute_stats(candidate, gold, SeqAxis::query, 4),
+                 compute_stats(gold, gold, SeqAxis::query, 4), /*noise_sigma=*/1e3);
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.reason.find("NaN"), std::string::npos) << r.reason;
 }
 
 TEST(Rule, TheSameErrorPassesForAGradientButFailsForO) {

@@ -1,5 +1,6 @@
 // The runner on fake backends: what a backend writes comes back exactly, in either layout and
-// through a (fake) device runtime; what it does not write comes back as NaN.
+// through a (fake) device runtime; what it does not write comes back as NaN; a backward run
+// from a given O and L gets exactly those.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -173,6 +174,66 @@ TEST(Runner, BackwardGetsTheBackendsOwnOAndL) {
   EXPECT_EQ(out.dK, data.k.to_double());
   EXPECT_EQ(out.dV, data.v.to_double());
   EXPECT_EQ(out.dK.shape(1), 2u);  // H_kv heads
+}
+
+// L values that no forward would write, so the test sees they are the ones handed over.
+xt::xtensor<float, 3> given_lse(const Problem& p) {
+  xt::xtensor<float, 3> lse(std::array{static_cast<std::size_t>(p.B), static_cast<std::size_t>(p.H),
+                                       static_cast<std::size_t>(p.S_q)});
+  for (std::size_t e = 0; e < lse.size(); ++e) lse.flat(e) = 0.25f * static_cast<float>(e) - 3.0f;
+  return lse;
+}
+
+TEST(Runner, BackwardFromAGivenOAndLHandsExactlyThoseToTheBackend) {
+  const ProblemData data = make_problem_data(small_problem(), {});
+  // Any tensor of O's dtype and shape will do as "the candidate's O": Q has both.
+  const HostTensor o = data.q.with_layout(Layout::bhsd);
+  const xt::xtensor<float, 3> lse = given_lse(data.problem);
+  FakeBackend fake;
+  RunOptions opt;
+  opt.layout = Layout::bshd;  // O arrives in bhsd and is copied into the run's layout
+  const RunOutputs out = run_backward_from(fake, data, opt, o, lse);
+  ASSERT_TRUE(out.has_backward);
+  EXPECT_EQ(out.dQ, data.q.to_double());  // the fake's dQ is the O it was handed
+  EXPECT_EQ(out.dK, data.k.to_double());
+  EXPECT_EQ(out.dV, data.v.to_double());
+  EXPECT_EQ(out.O, data.q.to_double());
+  EXPECT_EQ(out.L, xt::cast<double>(lse));
+  EXPECT_EQ(fake.seen_backward.o.head_stride, data.problem.d);  // (B, S, H, d)
+  for (std::size_t e = 0; e < lse.size(); ++e) EXPECT_EQ(fake.seen_backward.lse[e], lse.flat(e));
+}
+
+TEST(Runner, BackwardFromAGivenOAndLGoesThroughTheDevice) {
+  const ProblemData data = make_problem_data(small_problem(), {});
+  const xt::xtensor<float, 3> lse = given_lse(data.problem);
+  FakeDevice device;
+  FakeBackend fake;
+  fake.device_ = &device;
+  const RunOutputs out = run_backward_from(fake, data, {}, data.q, lse);
+  EXPECT_EQ(out.dQ, data.q.to_double());
+  EXPECT_EQ(device.uploads_, 6);    // Q, K, V, O, L, dO
+  EXPECT_EQ(device.downloads_, 3);  // dQ, dK, dV
+  EXPECT_EQ(device.fills_.size(), 3u);
+  EXPECT_TRUE(device.live_.empty());
+}
+
+TEST(Runner, BackwardFromAnOOrLOfTheWrongShapeIsRejected) {
+  const ProblemData data = make_problem_data(small_problem(), {});
+  FakeBackend fake;
+  const auto field_of = [&](const HostTensor& o, const xt::xtensor<float, 3>& lse) {
+    try {
+      run_backward_from(fake, data, {}, o, lse);
+    } catch (const InvalidArgument& e) {
+      return e.field();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(field_of(data.k, given_lse(data.problem)), "o");  // (B, H_kv, S_k, d)
+  HostTensor f32(DType::f32, Layout::bshd, 2, 4, 5, 6);
+  EXPECT_EQ(field_of(f32, given_lse(data.problem)), "o");  // the problem is bf16
+  Problem fewer = data.problem;
+  fewer.S_q = 4;
+  EXPECT_EQ(field_of(data.q, given_lse(fewer)), "lse");
 }
 
 TEST(Runner, UnwrittenElementsAreNaNAndFailTheStatistics) {

@@ -43,7 +43,8 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
   std::ostringstream o;
   o << "problem: " << describe(p) << "\n";
   o << "rule:    " << verify::rule_text() << "\n\n";
-  o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("limit", 11)
+  o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("k", 3)
+    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("limit", 11)
     << pad("ratio", 9) << pad("verdict", 8) << "rel L2     NaN/inf  worst (b,h,s,i) and tile\n";
   for (const verify::TensorReport& t : r.tensors) {
     const verify::ErrorStats& s = t.candidate;
@@ -54,9 +55,16 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
     if (t.tensor != verify::TensorId::L) worst << "," << s.worst.i;
     worst << ") " << (s.axis == verify::SeqAxis::query ? "q" : "k") << "-tile " << s.worst_tile;
     o << pad(std::string(verify::tensor_name(t.tensor)), 7) << pad(sci(t.rule.candidate_err), 12)
-      << pad(sci(t.rule.baseline_err), 13) << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
+      << pad(sci(t.rule.baseline_err), 13) << pad(std::to_string(static_cast<int>(t.rule.k)), 3)
+      << pad(sci(t.rule.floor), 11) << pad(sci(t.rule.floor_rounding), 11)
+      << pad(sci(t.rule.floor_noise), 11) << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
       << pad(t.rule.pass ? "PASS" : "FAIL", 8) << pad(sci(s.rel_l2), 11)
       << pad(std::to_string(s.nonfinite_mismatches()), 9) << worst.str() << "\n";
+  }
+  if (r.backward_inputs != verify::BackwardInputs::none) {
+    o << "gradients: "
+      << verify::backward_inputs_text(r.backward_inputs, r.backward_inputs_reason, "the candidate")
+      << "\n";
   }
   for (const verify::TensorReport& t : r.tensors) {
     if (!t.rule.pass) o << "  " << verify::tensor_name(t.tensor) << ": " << t.rule.reason << "\n";
@@ -82,14 +90,17 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
 nlohmann::json check_json(const Problem& p, const verify::CheckResult& r) {
   nlohmann::json tensors = nlohmann::json::array();
   for (const verify::TensorReport& t : r.tensors) tensors.push_back(verify::to_json(t));
-  nlohmann::json j = {{"command", "check"},
-                      {"problem", verify::to_json(p)},
-                      {"dtype", std::string(dtype_name(p.dtype))},
-                      {"grad_dtype", std::string(dtype_name(p.grad_dtype))},
-                      {"rule", verify::rule_text()},
-                      {"tensors", tensors},
-                      {"findings", verify::to_json(r.diagnosis)["findings"]},
-                      {"passed", r.passed()}};
+  nlohmann::json j = {
+      {"command", "check"},
+      {"problem", verify::to_json(p)},
+      {"dtype", std::string(dtype_name(p.dtype))},
+      {"grad_dtype", std::string(dtype_name(p.grad_dtype))},
+      {"rule", verify::rule_text()},
+      {"tensors", tensors},
+      {"baseline_backward",
+       verify::to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
+      {"findings", verify::to_json(r.diagnosis)["findings"]},
+      {"passed", r.passed()}};
   if (!r.diagnosis.scope_note.empty()) j["diagnosis_scope"] = r.diagnosis.scope_note;
   return j;
 }

@@ -73,13 +73,16 @@ nlohmann::json to_json(const Finding& f);
 nlohmann::json to_json(const Diagnosis& d);
 
 // `flashref check` in one call: judges each candidate tensor present against the gold under
-// the rule (the baseline is the reference backend in the problem's precision), then diagnoses
-// the failures. Worst indices are placed in tiles of tile_q query rows and tile_k key rows.
+// the rule (the baseline is the reference backend in the problem's precision; its backward
+// runs from the candidate's O and L when both are given and pass), then diagnoses the
+// failures. Worst indices are placed in tiles of tile_q query rows and tile_k key rows.
 // Gradients need data.dO. Throws InvalidArgument for a candidate of the wrong shape.
 using CandidateSet = std::map<TensorId, xt::xarray<double>>;
 struct CheckResult {
   std::vector<TensorReport> tensors;  // in TensorId order
   Diagnosis diagnosis;
+  BackwardInputs backward_inputs = BackwardInputs::none;  // none when no gradient was given
+  std::string backward_inputs_reason;  // why the baseline's own O and L were used; else empty
   bool passed() const;
 };
 CheckResult check_candidate(const ProblemData& data, const CandidateSet& candidate,

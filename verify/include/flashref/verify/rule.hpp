@@ -6,7 +6,14 @@
 //
 // where both errors are measured against the gold, the baseline is the reference backend run
 // in the candidate's precision on the same inputs, k = 2 for O and L and 3 for dQ, dK, dV, and
-// floor = 2 * rounding_step(output dtype, max |gold|) (L's output dtype is float32).
+//
+//   floor = 2 * rounding_step(output dtype, max |gold|)     (L's output dtype is float32)
+//         + 3 * max_e sigma_T(e)                            (noise_floor.hpp)
+//
+// The first part is one rounding of the output on each side; the second is the spread that
+// the float32 rounding of the scores alone gives two correct kernels. The gradients' baseline
+// is the reference backward run from the candidate's own O and L when both pass (the inputs
+// the candidate's backward received), else from the baseline's own (verification.hpp).
 #pragma once
 
 #include <string>
@@ -19,25 +26,35 @@ namespace flashref::verify {
 std::string rule_text();
 
 double rule_k(TensorId t);  // 2 (O, L) or 3 (dQ, dK, dV)
-// 2 * rounding_step(dtype, max_abs_gold): twice one rounding step of the output dtype at the
-// tensor's largest gold magnitude.
+// The floor's rounding part: 2 * rounding_step(dtype, max_abs_gold), twice one rounding step
+// of the output dtype at the tensor's largest gold magnitude.
 double rule_floor(DType output_dtype, double max_abs_gold);
+
+// How many standard deviations of score-rounding noise the floor allows.
+inline constexpr double kNoiseSigmas = 3.0;
+// The floor's noise part: kNoiseSigmas * max_sigma (ScoreNoise::max_sigma of the tensor).
+double rule_noise_floor(double max_sigma);
 
 struct RuleCheck {
   TensorId tensor = TensorId::O;
   double k = 0.0;
-  double floor = 0.0;
-  double baseline_err = 0.0;   // baseline max abs error vs the gold
-  double candidate_err = 0.0;  // candidate max abs error vs the gold
-  double limit = 0.0;          // k * baseline_err + floor
-  double ratio = 0.0;          // candidate_err / limit: the margin, > 1 fails
+  double floor = 0.0;           // floor_rounding + floor_noise
+  double floor_rounding = 0.0;  // 2 rounding steps of the output dtype at max|gold|
+  double floor_noise = 0.0;     // kNoiseSigmas * max_sigma: the scores' float32 rounding
+  double noise_sigma = 0.0;     // max_e sigma_T(e)
+  double baseline_err = 0.0;    // baseline max abs error vs the gold
+  double candidate_err = 0.0;   // candidate max abs error vs the gold
+  double limit = 0.0;           // k * baseline_err + floor
+  double ratio = 0.0;           // candidate_err / limit: the margin, > 1 fails
   bool pass = false;
   std::string reason;  // why it failed; empty when it passed
 };
 
-// `output_dtype`: output_dtype(tensor, problem). Fails when either side has non-finite
-// mismatches: for the baseline, because the limit would then mean nothing.
+// `output_dtype`: output_dtype(tensor, problem); `noise_sigma`: score_rounding_noise(...)
+// .max_sigma(tensor) (0 leaves only the rounding part, as callers without the inputs must).
+// Fails when either side has non-finite mismatches: for the baseline, because the limit would
+// then mean nothing.
 RuleCheck apply_rule(TensorId tensor, DType output_dtype, const ErrorStats& candidate,
-                     const ErrorStats& baseline);
+                     const ErrorStats& baseline, double noise_sigma = 0.0);
 
 }  // namespace flashref::verify

@@ -35,4 +35,11 @@ struct RunOutputs {
 // (InvalidArgument, Unsupported, std::runtime_error); checks nothing about the values.
 RunOutputs run_backend(const Backend& backend, const ProblemData& data, const RunOptions& options);
 
+// Runs only the backward, from the given O (problem.dtype, any layout) and L (B, H, S_q)
+// instead of the backend's own: how the rule gives the baseline the inputs a candidate's
+// backward received. The result has o, lse, O and L set to the given ones, and the gradients.
+RunOutputs run_backward_from(const Backend& backend, const ProblemData& data,
+                             const RunOptions& options, const HostTensor& o,
+                             const xt::xtensor<float, 3>& lse);
+
 }  // namespace flashref::verify

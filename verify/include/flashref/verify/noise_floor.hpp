@@ -1,0 +1,55 @@
+// The rule's rounding-noise term: how far two correct kernels can drift apart through the
+// float32 rounding of the scores alone.
+//
+// Every kernel computes S_ij = scale * sum_c Q_ic K_jc in float32 (whatever the input dtype),
+// and any two correct kernels sum it in different orders, so their score errors are
+// independent samples of size about eps_ij = 2^-24 * |scale| * sum_c |Q_ic K_jc|. When the
+// scores are large (|S| in the hundreds) that noise dominates O, L and the gradients, and the
+// rule's max over a few samples cannot tell a correct kernel from a lucky baseline. sigma_T(e)
+// is the first-order standard deviation of element e of tensor T when every visible score
+// moves by an independent error of standard deviation eps_ij; the rule adds 3 * max_e sigma_T
+// to its floor (rule.hpp). docs/verification.md derives the formulas; in short, with
+// P = softmax(S), dS = P * (dP - D):
+//
+//   sigma_O(i,c)^2  = sum_j (P_ij (V_jc - O_ic) eps_ij)^2     forward: L and O follow S
+//   sigma_L(i)^2    = sum_j (P_ij eps_ij)^2
+//   sigma_dV(j,c)^2 = sum_i (P_ij dO_ic eps_ij)^2             backward: L and D are inputs,
+//   sigma_dQ(i,c)^2 = scale^2 sum_j (dS_ij K_jc eps_ij)^2      so a score error scales P_ij
+//   sigma_dK(j,c)^2 = scale^2 sum_i (dS_ij Q_ic eps_ij)^2      and dS_ij by (1 + delta_ij)
+//
+// with sums over visible (i, j) only; for dK and dV, i runs over the rows of every query head
+// of the key/value head's group.
+#pragma once
+
+#include <array>
+
+#include <xtensor/xtensor.hpp>
+
+#include "flashref/verify/problem_data.hpp"
+#include "flashref/verify/tensor_id.hpp"
+
+namespace flashref::verify {
+
+// One float32 unit roundoff: the relative size of one rounding of a float32 sum.
+inline constexpr double kFloat32UnitRoundoff = 0x1p-24;
+
+struct ScoreNoise {
+  xt::xtensor<double, 4> O;       // sigma_O, (B, H, S_q, d)
+  xt::xtensor<double, 3> L;       // sigma_L, (B, H, S_q)
+  xt::xtensor<double, 4> dQ;      // sigma_dQ, (B, H, S_q, d); empty unless has_backward
+  xt::xtensor<double, 4> dK, dV;  // (B, H_kv, S_k, d); empty unless has_backward
+  bool has_backward = false;
+
+  // max_e sigma_T(e) by TensorId: the values the rule's floor uses (0 for a gradient without
+  // backward).
+  std::array<double, 5> max_by_tensor{};
+  double max_sigma(TensorId t) const { return max_by_tensor[static_cast<std::size_t>(t)]; }
+};
+
+// Computes every sigma in one pass over the visible (i, j) pairs, in double, from the inputs
+// exactly as given: O(B H S_q S_k d), about the cost of the gold forward and backward.
+// `backward` also computes the gradients' sigmas and needs data.dO. A row that sees no key has
+// sigma 0: its outputs are fixed (O = 0, L = -inf, zero gradients) whatever the scores.
+ScoreNoise score_rounding_noise(const ProblemData& data, bool backward);
+
+}  // namespace flashref::verify

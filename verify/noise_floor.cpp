@@ -1,0 +1,179 @@
+#include "flashref/verify/noise_floor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "flashref/error.hpp"
+
+namespace flashref::verify {
+namespace {
+
+using Shape3 = std::array<std::size_t, 3>;
+using Shape4 = std::array<std::size_t, 4>;
+
+std::size_t size(std::int64_t n) {
+  return static_cast<std::size_t>(n);
+}
+
+// One query row's visible scores, in double: S_j = scale Q_i . K_j, the score's rounding size
+// eps_j = u |scale| sum_c |Q_ic K_jc|, and P_j = exp(S_j - L) with L = log sum_j exp(S_j).
+struct RowScores {
+  std::vector<double> S, eps, P;
+  double L = 0.0;
+
+  explicit RowScores(std::int64_t S_k) : S(size(S_k)), eps(size(S_k)), P(size(S_k)) {}
+
+  // Keys 0..last of K (row stride d) against the query row q.
+  void compute(const double* q, const double* K, std::int64_t last, std::int64_t d, double scale) {
+    double m = -INFINITY;
+    for (std::int64_t j = 0; j <= last; ++j) {
+      const double* k = K + j * d;
+      double dot = 0.0, magnitude = 0.0;
+      for (std::int64_t c = 0; c < d; ++c) {
+        dot += q[c] * k[c];
+        magnitude += std::fabs(q[c] * k[c]);
+      }
+      S[size(j)] = scale * dot;
+      eps[size(j)] = kFloat32UnitRoundoff * std::fabs(scale) * magnitude;
+      m = std::max(m, S[size(j)]);
+    }
+    double l = 0.0;
+    for (std::int64_t j = 0; j <= last; ++j) l += std::exp(S[size(j)] - m);
+    // A row that sees one key gets L = S_0 and P_0 = exp(0) = 1 exactly, so its O is V_0 and
+    // its dS is 0 exactly below: the zero sigmas that such a row must have.
+    L = m + std::log(l);
+    for (std::int64_t j = 0; j <= last; ++j) P[size(j)] = std::exp(S[size(j)] - L);
+  }
+};
+
+// The forward of one row: O_i = sum_j P_j V_j into `O`, and the squared sigmas of O_i and L_i.
+// A score error delta_j moves L by sum_j P_j delta_j and P_j by P_j (delta_j - dL), so
+// dO_c = sum_j P_j delta_j (V_jc - O_c).
+void forward_row(const RowScores& r, const double* V, std::int64_t last, std::int64_t d, double* O,
+                 double* var_O, double* var_L) {
+  std::fill(O, O + d, 0.0);
+  std::fill(var_O, var_O + d, 0.0);
+  double vL = 0.0;
+  for (std::int64_t j = 0; j <= last; ++j) {
+    const double P = r.P[size(j)];
+    for (std::int64_t c = 0; c < d; ++c) O[c] += P * V[j * d + c];
+    vL += (P * r.eps[size(j)]) * (P * r.eps[size(j)]);
+  }
+  for (std::int64_t j = 0; j <= last; ++j) {
+    const double w = r.P[size(j)] * r.eps[size(j)];
+    for (std::int64_t c = 0; c < d; ++c) {
+      const double t = w * (V[j * d + c] - O[c]);
+      var_O[c] += t * t;
+    }
+  }
+  *var_L = vL;
+}
+
+// The backward of one row, given L and D as inputs (as every recomputation backward is): a
+// score error delta_j scales P_j and dS_j = P_j (dP_j - D) by (1 + delta_j), and nothing else
+// moves. Adds the row's squared contributions to dQ (this row), dK and dV (the key rows).
+void backward_row(const RowScores& r, const double* O, const double* dO, const double* Q,
+                  const double* K, const double* V, std::int64_t last, std::int64_t d, double scale,
+                  std::vector<double>& dS, double* var_dQ, double* var_dK, double* var_dV) {
+  // D summed in the same order as dP below, so a row that sees one key (O = V_0) gets
+  // dP_0 - D = 0 exactly, as in exact arithmetic.
+  double D = 0.0;
+  for (std::int64_t c = 0; c < d; ++c) D += dO[c] * O[c];
+  for (std::int64_t j = 0; j <= last; ++j) {
+    double dP = 0.0;
+    for (std::int64_t c = 0; c < d; ++c) dP += dO[c] * V[j * d + c];
+    dS[size(j)] = r.P[size(j)] * (dP - D);
+  }
+  const double scale2 = scale * scale;
+  for (std::int64_t j = 0; j <= last; ++j) {
+    const double eps = r.eps[size(j)];
+    const double wS = dS[size(j)] * eps, wS2 = scale2 * wS * wS;
+    const double wP = r.P[size(j)] * eps, wP2 = wP * wP;
+    const double* k = K + j * d;
+    double* vK = var_dK + j * d;
+    double* vV = var_dV + j * d;
+    for (std::int64_t c = 0; c < d; ++c) {
+      var_dQ[c] += wS2 * k[c] * k[c];
+      vK[c] += wS2 * Q[c] * Q[c];
+      vV[c] += wP2 * dO[c] * dO[c];
+    }
+  }
+}
+
+double sqrt_in_place_and_max(double* v, std::size_t n) {
+  double m = 0.0;
+  for (std::size_t e = 0; e < n; ++e) {
+    v[e] = std::sqrt(v[e]);
+    m = std::max(m, v[e]);
+  }
+  return m;
+}
+
+}  // namespace
+
+ScoreNoise score_rounding_noise(const ProblemData& data, bool backward) {
+  const Problem& p = data.problem;
+  if (backward && data.dO.empty()) {
+    throw InvalidArgument("dO", "the gradients' noise needs dO, the gradient of the output");
+  }
+  const xt::xtensor<double, 4> Q = data.q.to_double(), K = data.k.to_double(),
+                               V = data.v.to_double();
+  const xt::xtensor<double, 4> dO = backward ? data.dO.to_double() : xt::xtensor<double, 4>();
+
+  ScoreNoise n;
+  n.has_backward = backward;
+  const Shape4 q_shape{size(p.B), size(p.H), size(p.S_q), size(p.d)};
+  const Shape4 kv_shape{size(p.B), size(p.H_kv), size(p.S_k), size(p.d)};
+  n.O = xt::zeros<double>(q_shape);
+  n.L = xt::zeros<double>(Shape3{size(p.B), size(p.H), size(p.S_q)});
+  if (backward) {
+    n.dQ = xt::zeros<double>(q_shape);
+    n.dK = xt::zeros<double>(kv_shape);
+    n.dV = xt::zeros<double>(kv_shape);
+  }
+  const std::int64_t d = p.d;
+
+  // One task per (batch, kv head): it owns that head's dK and dV variances and adds its group's
+  // query heads into them, without atomics.
+#pragma omp parallel
+  {
+    RowScores row(p.S_k);
+    std::vector<double> O(size(d)), dS(size(p.S_k));
+#pragma omp for schedule(dynamic)
+    for (std::int64_t t = 0; t < p.B * p.H_kv; ++t) {
+      const std::int64_t b = t / p.H_kv, h_kv = t % p.H_kv;
+      const std::size_t bs = size(b), kvs = size(h_kv);
+      const double* K_j = &K(bs, kvs, 0, 0);
+      const double* V_j = &V(bs, kvs, 0, 0);
+      for (std::int64_t h = h_kv * p.group_size(); h < (h_kv + 1) * p.group_size(); ++h) {
+        for (std::int64_t i = 0; i < p.S_q; ++i) {
+          const std::int64_t last = std::min(p.last_visible_key(i), p.S_k - 1);
+          if (last < 0) continue;
+          const std::size_t hs = size(h), is = size(i);
+          const double* Q_i = &Q(bs, hs, is, 0);
+          row.compute(Q_i, K_j, last, d, p.scale);
+          forward_row(row, V_j, last, d, O.data(), &n.O(bs, hs, is, 0), &n.L(bs, hs, is));
+          if (backward) {
+            backward_row(row, O.data(), &dO(bs, hs, is, 0), Q_i, K_j, V_j, last, d, p.scale, dS,
+                         &n.dQ(bs, hs, is, 0), &n.dK(bs, kvs, 0, 0), &n.dV(bs, kvs, 0, 0));
+          }
+        }
+      }
+    }
+  }
+
+  auto finish = [&](TensorId id, double* v, std::size_t count) {
+    n.max_by_tensor[static_cast<std::size_t>(id)] = sqrt_in_place_and_max(v, count);
+  };
+  finish(TensorId::O, n.O.data(), n.O.size());
+  finish(TensorId::L, n.L.data(), n.L.size());
+  if (backward) {
+    finish(TensorId::dQ, n.dQ.data(), n.dQ.size());
+    finish(TensorId::dK, n.dK.data(), n.dK.size());
+    finish(TensorId::dV, n.dV.data(), n.dV.size());
+  }
+  return n;
+}
+
+}  // namespace flashref::verify
