@@ -75,21 +75,36 @@ void forward_row(const RowScores& r, const double* V, std::int64_t last, std::in
 // moves. Adds the row's squared contributions to dQ (this row), dK and dV (the key rows).
 void backward_row(const RowScores& r, const double* O, const double* dO, const double* Q,
                   const double* K, const double* V, std::int64_t last, std::int64_t d, double scale,
-                  std::vector<double>& dS, double* var_dQ, double* var_dK, double* var_dV) {
+                  std::vector<double>& w2, double* var_dQ, double* var_dK, double* var_dV) {
   // D summed in the same order as dP below, so a row that sees one key (O = V_0) gets
   // dP_0 - D = 0 exactly, as in exact arithmetic.
-  double D = 0.0;
-  for (std::int64_t c = 0; c < d; ++c) D += dO[c] * O[c];
+  double D = 0.0, D_terms = 0.0;
+  for (std::int64_t c = 0; c < d; ++c) {
+    D += dO[c] * O[c];
+    D_terms += std::fabs(dO[c] * O[c]);
+  }
   for (std::int64_t j = 0; j <= last; ++j) {
-    double dP = 0.0;
-    for (std::int64_t c = 0; c < d; ++c) dP += dO[c] * V[j * d + c];
-    dS[size(j)] = r.P[size(j)] * (dP - D);
+    const double* v = V + j * d;
+    double dP = 0.0, dP_terms = 0.0;
+    for (std::int64_t c = 0; c < d; ++c) {
+      dP += dO[c] * v[c];
+      dP_terms += std::fabs(dO[c] * v[c]);
+    }
+    const double P = r.P[size(j)], dS = P * (dP - D);
+    // dP - D is a difference of two float32 sums, each rounded by about one unit roundoff at
+    // the magnitude of its terms. Not capped by how far apart the terms are: only a kernel
+    // that sums D in dP's exact order rounds the two alike (the cpu does; a GPU kernel that
+    // takes D from a separate preprocess pass does not), and the floor must cover any correct
+    // kernel, not the ones that share our summation order.
+    const double eta = kFloat32UnitRoundoff * (dP_terms + D_terms);
+    // dS_ij's variance: the score's rounding scales it by (1 + delta_ij); dP - D's adds
+    // P_ij * eta_ij.
+    w2[size(j)] = (dS * r.eps[size(j)]) * (dS * r.eps[size(j)]) + (P * eta) * (P * eta);
   }
   const double scale2 = scale * scale;
   for (std::int64_t j = 0; j <= last; ++j) {
-    const double eps = r.eps[size(j)];
-    const double wS = dS[size(j)] * eps, wS2 = scale2 * wS * wS;
-    const double wP = r.P[size(j)] * eps, wP2 = wP * wP;
+    const double wS2 = scale2 * w2[size(j)];
+    const double wP = r.P[size(j)] * r.eps[size(j)], wP2 = wP * wP;
     const double* k = K + j * d;
     double* vK = var_dK + j * d;
     double* vV = var_dV + j * d;
@@ -139,7 +154,7 @@ ScoreNoise score_rounding_noise(const ProblemData& data, bool backward) {
 #pragma omp parallel
   {
     RowScores row(p.S_k);
-    std::vector<double> O(size(d)), dS(size(p.S_k));
+    std::vector<double> O(size(d)), w2(size(p.S_k));
 #pragma omp for schedule(dynamic)
     for (std::int64_t t = 0; t < p.B * p.H_kv; ++t) {
       const std::int64_t b = t / p.H_kv, h_kv = t % p.H_kv;
@@ -155,7 +170,7 @@ ScoreNoise score_rounding_noise(const ProblemData& data, bool backward) {
           row.compute(Q_i, K_j, last, d, p.scale);
           forward_row(row, V_j, last, d, O.data(), &n.O(bs, hs, is, 0), &n.L(bs, hs, is));
           if (backward) {
-            backward_row(row, O.data(), &dO(bs, hs, is, 0), Q_i, K_j, V_j, last, d, p.scale, dS,
+            backward_row(row, O.data(), &dO(bs, hs, is, 0), Q_i, K_j, V_j, last, d, p.scale, w2,
                          &n.dQ(bs, hs, is, 0), &n.dK(bs, kvs, 0, 0), &n.dV(bs, kvs, 0, 0));
           }
         }

@@ -1,8 +1,9 @@
-// The score-rounding sigmas of noise_floor.hpp against an independent Monte Carlo estimate:
-// attention recomputed in double with every visible score moved by +-eps_ij (random signs),
-// many times, and the empirical standard deviation of every element of O, L, dQ, dK and dV.
-// The forward renormalizes (L and O follow the moved scores); the backward, as every
-// recomputation backward does, takes L and D as inputs and only recomputes the scores.
+// The rounding sigmas of noise_floor.hpp against an independent Monte Carlo estimate:
+// attention recomputed in double with every visible score moved by +-eps_ij and every
+// dP_ij - D_i by +-eta_ij (random signs), many times, and the empirical standard deviation of
+// every element of O, L, dQ, dK and dV. The forward renormalizes (L and O follow the moved
+// scores); the backward, as every recomputation backward does, takes L and D as inputs and
+// only recomputes the scores.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,6 +38,7 @@ class Attention {
     const X4 none = xt::zeros<double>(delta_shape());
     const Outputs exact = forward(none);
     L_in_ = exact.L;
+    O_ = exact.O;
     D_in_ = xt::zeros<double>(exact.L.shape());
     for (std::size_t b = 0; b < n(p_.B); ++b)
       for (std::size_t h = 0; h < n(p_.H); ++h)
@@ -54,6 +56,15 @@ class Attention {
     double s = 0.0;
     for (std::size_t c = 0; c < n(p_.d); ++c) s += Q_(b, h, i, c) * K_(b, kv(h), j, c);
     return p_.scale * s;
+  }
+  // The rounding size of dP_ij - D_i: one unit roundoff at the magnitude of each float32 sum.
+  double eta(std::size_t b, std::size_t h, std::size_t i, std::size_t j) const {
+    double dP_terms = 0.0, D_terms = 0.0;
+    for (std::size_t c = 0; c < n(p_.d); ++c) {
+      dP_terms += std::fabs(dO_(b, h, i, c) * V_(b, kv(h), j, c));
+      D_terms += std::fabs(dO_(b, h, i, c) * O_(b, h, i, c));
+    }
+    return 0x1p-24 * (dP_terms + D_terms);
   }
   // The rounding size of a float32 score: one unit roundoff at the magnitude of its terms.
   double eps(std::size_t b, std::size_t h, std::size_t i, std::size_t j) const {
@@ -96,8 +107,8 @@ class Attention {
     return out;
   }
 
-  // Recomputation backward with the unmoved L and D: only the scores move.
-  void backward(const X4& delta, Outputs& out) const {
+  // Recomputation backward with the unmoved L and D: the scores move by delta, dP - D by gamma.
+  void backward(const X4& delta, const X4& gamma, Outputs& out) const {
     for (std::size_t b = 0; b < n(p_.B); ++b)
       for (std::size_t h = 0; h < n(p_.H); ++h)
         for (std::size_t i = 0; i < n(p_.S_q); ++i)
@@ -106,7 +117,7 @@ class Attention {
             const double P = std::exp(score(b, h, i, j) + delta(b, h, i, j) - L_in_(b, h, i));
             double dP = 0.0;
             for (std::size_t c = 0; c < n(p_.d); ++c) dP += dO_(b, h, i, c) * V_(b, kv(h), j, c);
-            const double dS = P * (dP - D_in_(b, h, i));
+            const double dS = P * (dP - D_in_(b, h, i) + gamma(b, h, i, j));
             for (std::size_t c = 0; c < n(p_.d); ++c) {
               out.dV(b, kv(h), j, c) += P * dO_(b, h, i, c);
               out.dQ(b, h, i, c) += p_.scale * dS * K_(b, kv(h), j, c);
@@ -115,9 +126,9 @@ class Attention {
           }
   }
 
-  Outputs run(const X4& delta) const {
+  Outputs run(const X4& delta, const X4& gamma) const {
     Outputs out = forward(delta);
-    backward(delta, out);
+    backward(delta, gamma, out);
     return out;
   }
 
@@ -126,7 +137,7 @@ class Attention {
   std::size_t kv(std::size_t h) const { return h / n(p_.group_size()); }
 
   Problem p_;
-  X4 Q_, K_, V_, dO_;
+  X4 Q_, K_, V_, dO_, O_;
   X3 L_in_, D_in_;
 };
 
@@ -134,14 +145,16 @@ class Attention {
 Outputs monte_carlo_sigma(const ProblemData& data, int samples, std::uint64_t seed) {
   const Attention attention(data);
   const X4 none = xt::zeros<double>(attention.delta_shape());
-  const Outputs exact = attention.run(none);
-  X4 eps = none;
+  const Outputs exact = attention.run(none, none);
+  X4 eps = none, eta = none;
   for (std::size_t b = 0; b < eps.shape(0); ++b)
     for (std::size_t h = 0; h < eps.shape(1); ++h)
       for (std::size_t i = 0; i < eps.shape(2); ++i)
         for (std::size_t j = 0; j < eps.shape(3); ++j)
-          if (attention.visible(static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)))
+          if (attention.visible(static_cast<std::int64_t>(i), static_cast<std::int64_t>(j))) {
             eps(b, h, i, j) = attention.eps(b, h, i, j);
+            eta(b, h, i, j) = attention.eta(b, h, i, j);
+          }
 
   Outputs var;
   var.O = xt::zeros<double>(exact.O.shape());
@@ -150,7 +163,7 @@ Outputs monte_carlo_sigma(const ProblemData& data, int samples, std::uint64_t se
   var.dK = xt::zeros<double>(exact.dK.shape());
   var.dV = xt::zeros<double>(exact.dV.shape());
   std::mt19937_64 rng(seed);
-  X4 delta = none;
+  X4 delta = none, gamma = none;
   auto add = [](auto& acc, const auto& moved, const auto& base) {
     for (std::size_t e = 0; e < base.size(); ++e) {
       // -inf - -inf (a row that sees no key) is no change.
@@ -161,8 +174,9 @@ Outputs monte_carlo_sigma(const ProblemData& data, int samples, std::uint64_t se
   for (int r = 0; r < samples; ++r) {
     for (std::size_t e = 0; e < delta.size(); ++e) {
       delta.flat(e) = (rng() & 1u) ? eps.flat(e) : -eps.flat(e);
+      gamma.flat(e) = (rng() & 1u) ? eta.flat(e) : -eta.flat(e);
     }
-    const Outputs moved = attention.run(delta);
+    const Outputs moved = attention.run(delta, gamma);
     add(var.O, moved.O, exact.O);
     add(var.L, moved.L, exact.L);
     add(var.dQ, moved.dQ, exact.dQ);
@@ -240,22 +254,29 @@ TEST(ScoreNoise, MatchesMonteCarloForBf16GqaAndANegativeScale) {
   check_against_monte_carlo(p, false, 3);
 }
 
-TEST(ScoreNoise, ARowThatSeesOneKeyHasZeroSigmaForOAndDqButNotForLOrDv) {
+TEST(ScoreNoise, ARowThatSeesOneKeyHasOnlyTheDpMinusDTermInDq) {
   // Top-left causal: query row 0 sees key 0 only, so P = 1 whatever the score: O = V_0 and
-  // dS = P (dP - D) = 0 exactly. L = S_00 moves with the score, and so does dV_0 = P dO when
-  // the backward recomputes P = exp(S - L) with a rounded S against the given L.
+  // the scores' rounding moves neither O nor dS = P (dP - D). What is left in dQ is the
+  // rounding of dP - D itself, eta = u (sum |dO V_0| + sum |dO O|), since a kernel need not
+  // sum D in dP's order. L = S_00 moves with the score, and so does dV_0 = P dO when the
+  // backward recomputes P = exp(S - L) with a rounded S against the given L.
   const Problem p = make_problem(1, 1, 1, 4, 4, 6, Mask::causal_top_left);
   InputOptions in;
   in.seed = 9;
   const ProblemData data = make_problem_data(p, in);
   const ScoreNoise noise = score_rounding_noise(data, true);
-  const X4 Q = data.q.to_double(), K = data.k.to_double(), dO = data.dO.to_double();
-  double eps_00 = 0.0;
-  for (std::size_t c = 0; c < 6; ++c) eps_00 += std::fabs(Q(0, 0, 0, c) * K(0, 0, 0, c));
+  const X4 Q = data.q.to_double(), K = data.k.to_double(), V = data.v.to_double(),
+           dO = data.dO.to_double();
+  double eps_00 = 0.0, dP_terms = 0.0;
+  for (std::size_t c = 0; c < 6; ++c) {
+    eps_00 += std::fabs(Q(0, 0, 0, c) * K(0, 0, 0, c));
+    dP_terms += std::fabs(dO(0, 0, 0, c) * V(0, 0, 0, c));
+  }
   eps_00 *= 0x1p-24 * p.scale;
+  const double eta_00 = 0x1p-24 * 2.0 * dP_terms;  // O_0 = V_0: both sums have the same terms
   for (std::size_t c = 0; c < 6; ++c) {
     EXPECT_EQ(noise.O(0, 0, 0, c), 0.0) << c;
-    EXPECT_EQ(noise.dQ(0, 0, 0, c), 0.0) << c;
+    EXPECT_DOUBLE_EQ(noise.dQ(0, 0, 0, c), p.scale * eta_00 * std::fabs(K(0, 0, 0, c))) << c;
     EXPECT_GT(noise.O(0, 0, 1, c), 0.0) << c;  // row 1 sees two keys
     EXPECT_GT(noise.dQ(0, 0, 1, c), 0.0) << c;
   }

@@ -1,5 +1,5 @@
 // The rule's rounding-noise term: how far two correct kernels can drift apart through the
-// float32 rounding of the scores alone.
+// float32 rounding of the scores (and, for the gradients, of dP - D) alone.
 //
 // Every kernel computes S_ij = scale * sum_c Q_ic K_jc in float32 (whatever the input dtype),
 // and any two correct kernels sum it in different orders, so their score errors are
@@ -14,11 +14,15 @@
 //   sigma_O(i,c)^2  = sum_j (P_ij (V_jc - O_ic) eps_ij)^2     forward: L and O follow S
 //   sigma_L(i)^2    = sum_j (P_ij eps_ij)^2
 //   sigma_dV(j,c)^2 = sum_i (P_ij dO_ic eps_ij)^2             backward: L and D are inputs,
-//   sigma_dQ(i,c)^2 = scale^2 sum_j (dS_ij K_jc eps_ij)^2      so a score error scales P_ij
-//   sigma_dK(j,c)^2 = scale^2 sum_i (dS_ij Q_ic eps_ij)^2      and dS_ij by (1 + delta_ij)
+//   sigma_dQ(i,c)^2 = scale^2 sum_j w_ij^2 K_jc^2              so a score error scales P_ij
+//   sigma_dK(j,c)^2 = scale^2 sum_i w_ij^2 Q_ic^2              and dS_ij by (1 + delta_ij)
 //
 // with sums over visible (i, j) only; for dK and dV, i runs over the rows of every query head
-// of the key/value head's group.
+// of the key/value head's group. w_ij^2 = (dS_ij eps_ij)^2 + (P_ij eta_ij)^2 adds the second
+// float32 rounding that dS meets: of dP_ij - D_i, two float32 dot products that cancel in
+// near one-hot rows, eta_ij = u (sum_c |dO_ic V_jc| + sum_c |dO_ic O_ic|): each sum's
+// rounding. It is not capped by how far apart the terms are: only kernels that sum D in dP's
+// exact order round the two alike, and the floor covers any correct kernel.
 #pragma once
 
 #include <array>
