@@ -235,8 +235,8 @@ nlohmann::json to_json(const VerifyReport& report) {
            {{"text", rule_text()},
             {"k", {{"O", 2}, {"L", 2}, {"dQ", 3}, {"dK", 3}, {"dV", 3}}},
             {"floor",
-             "2 * rounding_step(output dtype, max|gold|) + 3 * max sigma of the scores' "
-             "float32 rounding noise; L's output dtype is f32"},
+             "2 * rounding_step(output dtype, max|gold|) + 3 * max sigma of the float32 "
+             "rounding noise of the scores (and of dP - D for dQ, dK); L's output dtype is f32"},
             {"noise_sigmas", kNoiseSigmas},
             {"baseline_backward",
              "run from the candidate's O and L when both pass, else from the baseline's own"},

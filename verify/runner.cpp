@@ -19,10 +19,6 @@ const HostTensor& in_layout(const HostTensor& t, Layout layout, std::optional<Ho
   return *copy;
 }
 
-}  // namespace
-
-namespace {
-
 // Backward of `backend` from `bwd`'s staged q, k, v, o and lse; stages dO and fills the
 // gradients of `out`.
 void run_backward(const Backend& backend, const ProblemData& data, const RunOptions& options,

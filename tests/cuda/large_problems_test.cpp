@@ -6,10 +6,13 @@
 // with keys [0, r0 + n) and the bottom-right causal mask (offset r0) see exactly what they see
 // in the whole problem, so their O, L and dQ are the whole problem's. The keys of the last
 // slice are seen by no other query, so its dK and dV rows are the whole problem's too. Each
-// slice is judged under the rule against the gold and the baseline computed on the slice, and
-// the cpu backend is run on the same slice as a second candidate.
+// slice is judged under the rule (verification.hpp) against the gold, the baseline and the
+// score-rounding noise computed on the slice, and the cpu backend is run on the same slice as a
+// second candidate. As in `flashref verify`, each candidate's gradients are judged against the
+// baseline backward run from that candidate's O and L when both passed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -19,6 +22,7 @@
 
 #include "cuda_test_support.hpp"
 #include "flashref/verify/gold.hpp"
+#include "flashref/verify/noise_floor.hpp"
 #include "flashref/verify/problem_data.hpp"
 #include "flashref/verify/rule.hpp"
 #include "flashref/verify/runner.hpp"
@@ -49,19 +53,34 @@ xt::xtensor<double, N> rows_of(const xt::xtensor<double, N>& t, std::int64_t h, 
   }
 }
 
+// `noise_sigma`: max_e sigma_T(e) over the elements judged (noise_floor.hpp).
 template <std::size_t N>
 verify::RuleCheck judge(TensorId id, const Problem& p, const xt::xtensor<double, N>& cand,
-                        const xt::xtensor<double, N>& gold, const xt::xtensor<double, N>& base) {
+                        const xt::xtensor<double, N>& gold, const xt::xtensor<double, N>& base,
+                        double noise_sigma) {
   if constexpr (N == 4) {
     const verify::SeqAxis axis = verify::seq_axis(id);
     return verify::apply_rule(id, verify::output_dtype(id, p),
                               verify::compute_stats(cand, gold, axis, 128),
-                              verify::compute_stats(base, gold, axis, 128));
+                              verify::compute_stats(base, gold, axis, 128), noise_sigma);
   } else {
     return verify::apply_rule(id, verify::output_dtype(id, p),
                               verify::compute_stats(cand, gold, 128),
-                              verify::compute_stats(base, gold, 128));
+                              verify::compute_stats(base, gold, 128), noise_sigma);
   }
+}
+
+// The gradients' baseline under the rule: the reference backward run from the candidate's O
+// and L when both passed (the inputs the candidate's backward received), else the baseline's
+// own. `forward` holds the candidate's O and L checks.
+verify::RunOutputs gradient_baseline(const Backend& reference, const verify::ProblemData& sub,
+                                     const verify::RunOptions& run, const verify::RunOutputs& base,
+                                     const std::vector<verify::RuleCheck>& forward,
+                                     const HostTensor& o, const xt::xtensor<float, 3>& lse) {
+  for (const verify::RuleCheck& r : forward) {
+    if (!r.pass) return base;
+  }
+  return verify::run_backward_from(reference, sub, run, o, lse);
 }
 
 std::string describe(const verify::RuleCheck& r) {
@@ -97,29 +116,45 @@ TEST(CudaLarge, LeaderboardProblemMatchesTheGoldOnSlices) {
     sub.v = slice_rows(data.v, h, 0, r0 + n);
     sub.dO = slice_rows(data.dO, h, r0, n);
     const verify::GoldOutputs gold = verify::compute_gold(sub, true);
+    const verify::ScoreNoise noise = verify::score_rounding_noise(sub, true);
     const verify::RunOutputs base = verify::run_backend(*reference, sub, run);
     const verify::RunOutputs host = verify::run_backend(*cpu, sub, run);
     const Problem& p = sub.problem;
+    const auto sigma = [&](TensorId id) { return noise.max_sigma(id); };
 
     std::vector<verify::RuleCheck> gpu_checks = {
-        judge<4>(TensorId::O, p, rows_of<4>(gpu.O, h, r0, n), gold.O, base.O),
-        judge<3>(TensorId::L, p, rows_of<3>(gpu.L, h, r0, n), gold.L, base.L),
-        judge<4>(TensorId::dQ, p, rows_of<4>(gpu.dQ, h, r0, n), gold.dQ, base.dQ)};
+        judge<4>(TensorId::O, p, rows_of<4>(gpu.O, h, r0, n), gold.O, base.O, sigma(TensorId::O)),
+        judge<3>(TensorId::L, p, rows_of<3>(gpu.L, h, r0, n), gold.L, base.L, sigma(TensorId::L))};
     std::vector<verify::RuleCheck> cpu_checks = {
-        judge<4>(TensorId::O, p, host.O, gold.O, base.O),
-        judge<3>(TensorId::L, p, host.L, gold.L, base.L),
-        judge<4>(TensorId::dQ, p, host.dQ, gold.dQ, base.dQ)};
+        judge<4>(TensorId::O, p, host.O, gold.O, base.O, sigma(TensorId::O)),
+        judge<3>(TensorId::L, p, host.L, gold.L, base.L, sigma(TensorId::L))};
+    // cuda's O and L of these rows, as its backward received them.
+    const xt::xtensor<float, 3> gpu_lse =
+        xt::view(gpu.lse, xt::range(0, 1), xt::range(h, h + 1), xt::range(r0, r0 + n));
+    const verify::RunOutputs gpu_base = gradient_baseline(*reference, sub, run, base, gpu_checks,
+                                                          slice_rows(gpu.o, h, r0, n), gpu_lse);
+    const verify::RunOutputs cpu_base =
+        gradient_baseline(*reference, sub, run, base, cpu_checks, host.o, host.lse);
+    gpu_checks.push_back(judge<4>(TensorId::dQ, p, rows_of<4>(gpu.dQ, h, r0, n), gold.dQ,
+                                  gpu_base.dQ, sigma(TensorId::dQ)));
+    cpu_checks.push_back(
+        judge<4>(TensorId::dQ, p, host.dQ, gold.dQ, cpu_base.dQ, sigma(TensorId::dQ)));
     if (r0 == S - n) {
-      // Keys [S - n, S): in the slice they are key rows [r0, r0 + n) too.
+      // Keys [S - n, S): in the slice they are key rows [r0, r0 + n) too, seen by the same
+      // queries, so their sigmas are the whole problem's. The floor takes the max over them.
       const auto key_rows = [&](const xt::xtensor<double, 4>& t, std::int64_t head) {
         return rows_of<4>(t, head, r0, n);
       };
+      const auto key_sigma = [&](const xt::xtensor<double, 4>& sigmas) {
+        const xt::xtensor<double, 4> rows = key_rows(sigmas, 0);
+        return *std::max_element(rows.begin(), rows.end());
+      };
       gpu_checks.push_back(judge<4>(TensorId::dK, p, key_rows(gpu.dK, h), key_rows(gold.dK, 0),
-                                    key_rows(base.dK, 0)));
+                                    key_rows(gpu_base.dK, 0), key_sigma(noise.dK)));
       gpu_checks.push_back(judge<4>(TensorId::dV, p, key_rows(gpu.dV, h), key_rows(gold.dV, 0),
-                                    key_rows(base.dV, 0)));
+                                    key_rows(gpu_base.dV, 0), key_sigma(noise.dV)));
       cpu_checks.push_back(judge<4>(TensorId::dK, p, key_rows(host.dK, 0), key_rows(gold.dK, 0),
-                                    key_rows(base.dK, 0)));
+                                    key_rows(cpu_base.dK, 0), key_sigma(noise.dK)));
     }
     for (const verify::RuleCheck& r : gpu_checks) EXPECT_TRUE(r.pass) << "cuda " << describe(r);
     for (const verify::RuleCheck& r : cpu_checks) EXPECT_TRUE(r.pass) << "cpu " << describe(r);
@@ -136,11 +171,6 @@ TEST(CudaLarge, TensorsPast2To31ElementsUse64BitOffsets) {
   const Problem p = make_problem(2, 2, 1, 300, 300, 64, Mask::causal_top_left, DType::bf16);
   constexpr std::int64_t kBatchStride = (std::int64_t{1} << 31) + 64;
   const std::size_t span_bytes = static_cast<std::size_t>(kBatchStride + 300 * 2 * 64) * 2;
-  const std::size_t total_free = [&] {
-    // bytes_in_use() is total - free; the test needs 8 spans free.
-    return span_bytes * 8 + (std::size_t{1} << 30);
-  }();
-  (void)total_free;
 
   verify::InputOptions in;
   in.seed = 5;
@@ -156,13 +186,7 @@ TEST(CudaLarge, TensorsPast2To31ElementsUse64BitOffsets) {
   };
   // A (B, S, H, d) view whose batches are kBatchStride elements apart.
   auto spread = [&](const HostTensor* src, std::int64_t H) -> TensorView {
-    void* base = nullptr;
-    try {
-      base = rt->allocate(span_bytes);
-    } catch (const std::exception& e) {
-      cleanup();
-      throw;
-    }
+    void* base = rt->allocate(span_bytes);  // throws: the catch below releases the others
     buffers.push_back(base);
     rt->fill_bytes(base, 0xff, span_bytes);
     TensorView v{base, DType::bf16, 2, 300, H, 64, kBatchStride, H * 64, 64};

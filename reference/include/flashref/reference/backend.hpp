@@ -10,8 +10,10 @@
 //             to the input dtype before dV = P^T dO, dQ = scale * dS K, dK = scale * dS^T Q;
 //             gradients rounded to grad_dtype on store, dK and dV summed over each group in
 //             float32 first. A row with L = -inf (it sees no key) gets P = 0 and zero dQ.
-//             Pass the baseline's own forward outputs: the rounding of O and L is part of
-//             the error a correct backward cannot avoid, so the baseline must have it too.
+//             The rounding of O and L is part of the error a correct backward cannot avoid,
+//             so pass the O and L that the backward being judged received: the baseline's own,
+//             or a candidate's (verify/'s run_backward_from, when that candidate's O and L
+//             passed).
 //   TF32      with options.allow_tf32 and f32 inputs, every matmul operand is rounded to TF32
 //             (round_to_tf32 in tf32.hpp), modelling float32 tensor-core matmuls.
 // Memory: the inputs in float32 plus a few S_q x S_k float32 matrices per OpenMP thread;

@@ -11,9 +11,10 @@
 //         + 3 * max_e sigma_T(e)                            (noise_floor.hpp)
 //
 // The first part is one rounding of the output on each side; the second is the spread that
-// the float32 rounding of the scores alone gives two correct kernels. The gradients' baseline
-// is the reference backward run from the candidate's own O and L when both pass (the inputs
-// the candidate's backward received), else from the baseline's own (verification.hpp).
+// the float32 rounding of the scores (and, for dQ and dK, of dP - D) alone gives two correct
+// kernels. The gradients' baseline is the reference backward run from the candidate's own O
+// and L when both pass (the inputs the candidate's backward received), else from the
+// baseline's own (verification.hpp).
 #pragma once
 
 #include <string>
@@ -30,7 +31,7 @@ double rule_k(TensorId t);  // 2 (O, L) or 3 (dQ, dK, dV)
 // of the output dtype at the tensor's largest gold magnitude.
 double rule_floor(DType output_dtype, double max_abs_gold);
 
-// How many standard deviations of score-rounding noise the floor allows.
+// How many standard deviations of rounding noise (noise_floor.hpp) the floor allows.
 inline constexpr double kNoiseSigmas = 3.0;
 // The floor's noise part: kNoiseSigmas * max_sigma (ScoreNoise::max_sigma of the tensor).
 double rule_noise_floor(double max_sigma);
@@ -40,7 +41,7 @@ struct RuleCheck {
   double k = 0.0;
   double floor = 0.0;           // floor_rounding + floor_noise
   double floor_rounding = 0.0;  // 2 rounding steps of the output dtype at max|gold|
-  double floor_noise = 0.0;     // kNoiseSigmas * max_sigma: the scores' float32 rounding
+  double floor_noise = 0.0;     // kNoiseSigmas * max_sigma: float32 rounding of S (and dP - D)
   double noise_sigma = 0.0;     // max_e sigma_T(e)
   double baseline_err = 0.0;    // baseline max abs error vs the gold
   double candidate_err = 0.0;   // candidate max abs error vs the gold
