@@ -28,6 +28,10 @@ CONFIGS = {
     "leaderboard128": (1, 16, 16384, 128, torch.bfloat16, True, ("flash", "cudnn", "efficient", "naive")),
     "leaderboard-noncausal": (1, 16, 16384, 64, torch.bfloat16, False, ("flash", "cudnn")),
     "f32": (1, 1, 16384, 64, torch.float32, True, ("efficient", "naive")),
+    # The exact float32 path's weak points in the course sweeps (docs/perf-notes.md, run 6):
+    # d = 128 on a long causal head, and problem 1's batch of 8 with no mask.
+    "f32-d128": (1, 1, 16384, 128, torch.float32, True, ("efficient", "naive")),
+    "f32-b8-d128": (8, 1, 4096, 128, torch.float32, False, ("efficient", "naive")),
     # The same problem with TF32 allowed, the peer of `flashref bench --allow-tf32`. Only the
     # naive attention changes: its matmuls are cuBLAS's, which torch.backends.cuda.matmul.
     # allow_tf32 switches to TF32. No SDPA kernel has such a switch: the memory-efficient one
