@@ -95,11 +95,12 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
                 kernel_label(name, element, kD, T::kBlockM, T::kBlockN, T::kThreads, smem));
 }
 
-// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,f32=N" picks the d = 64 alternatives
-// of configs.hpp instead of variant 0 (f32: 0 automatic, 1 large tiles, 2 small tiles). Read
+// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,f32=N,f32bwd=N" picks the d = 64
+// alternatives of configs.hpp instead of variant 0 (f32: 0 automatic, 1 large tiles, 2 small
+// tiles; f32bwd: 0 the exact float32 backward of run 7, 1 that of run 6, bwd_f32.cuh). Read
 // once; unknown keys and values fall back to 0.
 struct Tune {
-  int fwd = 0, dq = 0, dkdv = 0, f32 = 0;
+  int fwd = 0, dq = 0, dkdv = 0, f32 = 0, f32bwd = 0;
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -118,6 +119,7 @@ inline const Tune& tune() {
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
+    read("f32bwd", r.f32bwd, 1);
     return r;
   }();
   return t;
@@ -233,18 +235,28 @@ void run_fwd_f32(const kernels::AttnArgs& args, cudaStream_t stream) {
 template <typename Dq, typename Dkv>
 void launch_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side, int kD) {
   launch_per_query_tile<Dq>(kernels::bwd_dq_f32_kernel<Dq>, Dq::kDqSmemBytes, args, stream,
-                            "bwd_dq_f32", "f32", kD);
+                            Dq::kRun7 ? "bwd_dq_f32" : "bwd_dq_f32_run6", "f32", kD);
   launch_per_key_tile<Dkv>(kernels::bwd_dkdv_f32_kernel<Dkv>, Dkv::kDkvSmemBytes, args, side,
-                           "bwd_dkdv_f32", "f32", kD);
+                           Dkv::kRun7 ? "bwd_dkdv_f32" : "bwd_dkdv_f32_run6", "f32", kD);
+}
+
+// FLASHREF_CUDA_TUNE f32bwd=1 runs the run 6 kernels on the same tiles (Traits::Run6).
+template <typename Dq, typename Dkv>
+void launch_bwd_f32_version(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side,
+                            int kD) {
+  if (tune().f32bwd == 1)
+    launch_bwd_f32<typename Dq::Run6, typename Dkv::Run6>(args, stream, side, kD);
+  else
+    launch_bwd_f32<Dq, Dkv>(args, stream, side, kD);
 }
 
 template <int kD>
 void run_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   using C = kernels::F32Config<kD>;
   if (f32_small_tiles(std::max(args.S_q, args.S_k), args.H, args.B, true))
-    launch_bwd_f32<typename C::DqSmall, typename C::DkvSmall>(args, stream, side, kD);
+    launch_bwd_f32_version<typename C::DqSmall, typename C::DkvSmall>(args, stream, side, kD);
   else
-    launch_bwd_f32<typename C::Dq, typename C::Dkv>(args, stream, side, kD);
+    launch_bwd_f32_version<typename C::Dq, typename C::Dkv>(args, stream, side, kD);
 }
 
 // TF32 tensor cores (float32 with allow_tf32): the forward, and the two backward passes on

@@ -2,6 +2,20 @@
 // ownership, loop order, masking and workspace as the tensor-core kernels (bwd_dq_mma.cuh,
 // bwd_dkdv_mma.cuh). P and dS go through shared memory between the two products that use them
 // (f32_tile.cuh says who owns what).
+//
+// Two versions, selected by kRun7 (FLASHREF_CUDA_TUNE f32bwd=1 picks the run 6 one):
+// - run 6: lanes as tid / 16, tid % 16; the dK/dV pass loads Q_i, dO_i, L'_i, D_i into shared
+//   memory and waits for all of them at the start of each step; the dQ pass issues K_{j-1} at
+//   the end of a step and waits for it at the start of the next.
+// - run 7 (the default): the lane order of f32_bwd_ty/f32_bwd_tx (half the shared-memory
+//   wavefronts of the B operands); the dK/dV pass keeps L'_i and D_i in registers (at d = 128
+//   that is what lets 3 blocks share an SM instead of 2) and issues dO_i and Q_i as two cp.async
+//   groups, starting the step with dP^T = V_j dO_i^T, which covers Q_i's load; the dQ pass
+//   likewise starts with dP = dO_i V_j^T, which covers K_{j-1}'s load. (Prefetching the next
+//   step's Q and dO during this one took ptxas from 168 to 228 registers at d = 128.)
+// Both compute every element with the same FFMA chain and sum dQ, dK, dV in the same order
+// (dQ: key tiles last to first, keys ascending within a tile; dK, dV: query heads, then query
+// tiles, then queries ascending), so their results are bitwise identical.
 #pragma once
 
 #include "kernels/args.hpp"
@@ -13,18 +27,27 @@
 
 namespace flashref::cuda::kernels {
 
-template <int kD, int kBlockM, int kBlockN>
+template <int kD, int kBlockM, int kBlockN, bool kRun7_ = true>
 struct BwdF32Traits : F32Shape<kD, kBlockM, kBlockN> {
+  static constexpr bool kRun7 = kRun7_;
+  using Run6 = BwdF32Traits<kD, kBlockM, kBlockN, false>;  // the run 6 kernels, for measurement
   static constexpr int kThreads = kF32Threads;
+
   static constexpr int kStride = F32Shape<kD, kBlockM, kBlockN>::kStride;
   // dQ pass: Q, dO (B_q rows), K, V (B_k rows), dS (B_q x B_k).
   static constexpr int kDqSStride = kBlockN + 4;
   static constexpr int kDqSmemBytes =
       ((2 * kBlockM + 2 * kBlockN) * kStride + kBlockM * kDqSStride) * 4;
-  // dK/dV pass: K, V (B_k rows), Q, dO (B_q rows), P^T and dS^T (B_k x B_q), L' and D.
+  // dK/dV pass: K, V (B_k rows), Q, dO (B_q rows), P^T and dS^T (B_k x B_q), and in run 6 L'
+  // and D (run 7 keeps them in registers).
   static constexpr int kDkvSStride = kBlockM + 4;
-  static constexpr int kDkvSmemBytes =
-      ((2 * kBlockN + 2 * kBlockM) * kStride + 2 * kBlockN * kDkvSStride + 2 * kBlockM) * 4;
+  static constexpr int kDkvSmemBytes = ((2 * kBlockN + 2 * kBlockM) * kStride +
+                                        2 * kBlockN * kDkvSStride + (kRun7 ? 0 : 2 * kBlockM)) *
+                                       4;
+  // Run 7 compiles the dK/dV kernel for 3 blocks per SM (at most 168 registers) at d = 128,
+  // where its 32 x 32 block's 76,800 bytes let exactly 3 share an H200 SM (228 KB, 1 KB reserved
+  // per block). d = 32 (64 x 64) would fit 3 too, but spilled 8 bytes at 168 registers.
+  static constexpr int kDkvMinBlocks = kRun7 && kD == 128 ? 3 : 0;
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
 };
 
@@ -56,7 +79,8 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
   float* sV = sK + kBlockN * kStride;
   float* sdS = sV + kBlockN * kStride;
 
-  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+  const int tid = threadIdx.x;
+  const int ty = T::kRun7 ? f32_bwd_ty(tid) : tid / 16, tx = T::kRun7 ? f32_bwd_tx(tid) : tid % 16;
   const QueryTileSchedule<kBlockM, kBlockN> tile(args);
   const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
@@ -89,8 +113,9 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
                                                     args.q.row_stride, rows_valid, d, tid);
     load_tile_async<kBlockM, kD, kStride, kThreads>(sdO, row_ptr<const float>(args.dO, b, row0, h),
                                                     args.dO.row_stride, rows_valid, d, tid);
-    load_k(n_end - 1);
     load_v(n_end - 1);
+    if constexpr (T::kRun7) cp_async_commit();  // run 7: Q_i, dO_i, V_j, then K_j on its own
+    load_k(n_end - 1);
     cp_async_commit();
 
     const int64_t ws_row = (static_cast<int64_t>(b) * args.H + h) * args.S_q_pad + row0;
@@ -105,16 +130,25 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
 
     for (int n = n_end - 1; n >= 0; --n) {
       const int n0 = n * kBlockN;
-      cp_async_wait<0>();
-      __syncthreads();  // K_j and V_j have landed
       // Alg. 2 lines 11 and 14: S = Q_i K_j^T, dP = dO_i V_j^T.
       float s[kTM][kTN], dp[kTM][kTN];
 #pragma unroll
       for (int i = 0; i < kTM; ++i)
 #pragma unroll
         for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
-      f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sQ, sK, ty, tx);
-      f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sdO, sV, ty, tx);
+      if constexpr (T::kRun7) {
+        cp_async_wait<1>();
+        __syncthreads();  // V_j has landed (K_j may still be in flight)
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sdO, sV, ty, tx);
+        cp_async_wait<0>();
+        __syncthreads();  // K_j has landed
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sQ, sK, ty, tx);
+      } else {
+        cp_async_wait<0>();
+        __syncthreads();  // K_j and V_j have landed
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sQ, sK, ty, tx);
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sdO, sV, ty, tx);
+      }
 
       // Lines 12 and 15: P = 2^(s' - L'), dS = P * (dP - D).
       const bool needs_mask =
@@ -167,7 +201,8 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kF32Threads) bwd_dkdv_f32_kernel(const AttnArgs args) {
+__global__ void __launch_bounds__(kF32Threads, T::kDkvMinBlocks)
+    bwd_dkdv_f32_kernel(const AttnArgs args) {
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN;
   constexpr int kTM = kBlockN / 8, kTN = kBlockM / 16, kOC = T::kOC, kVW = T::kVW;
   constexpr int kStride = T::kStride, kSStride = T::kDkvSStride, kThreads = T::kThreads;
@@ -179,10 +214,11 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dkdv_f32_kernel(const AttnArg
   float* sdO = sQ + kBlockM * kStride;
   float* sP = sdO + kBlockM * kStride;
   float* sdS = sP + kBlockN * kSStride;
-  float* sL2 = sdS + kBlockN * kSStride;
+  float* sL2 = sdS + kBlockN * kSStride;  // run 6 only: L'_i and D_i
   float* sD = sL2 + kBlockM;
 
-  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+  const int tid = threadIdx.x;
+  const int ty = T::kRun7 ? f32_bwd_ty(tid) : tid / 16, tx = T::kRun7 ? f32_bwd_tx(tid) : tid % 16;
   const KeyTileSchedule<kBlockM, kBlockN> tile(args);
   const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
   const int d = args.d;
@@ -204,58 +240,123 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dkdv_f32_kernel(const AttnArg
                                                     args.k.row_stride, keys_valid, d, tid);
     load_tile_async<kBlockN, kD, kStride, kThreads>(sV, row_ptr<const float>(args.v, b, n0, h_kv),
                                                     args.v.row_stride, keys_valid, d, tid);
-    for (int it = 0; it < total; ++it) {
-      const int hq = h_kv * args.group + it / per_head;
-      const int m0 = (m_begin + it % per_head) * kBlockM;
-      // Alg. 2 line 10: Q_i, dO_i, L'_i, D_i.
-      load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, m0, hq),
-                                                      args.q.row_stride, args.S_q - m0, d, tid);
-      load_tile_async<kBlockM, kD, kStride, kThreads>(sdO, row_ptr<const float>(args.dO, b, m0, hq),
-                                                      args.dO.row_stride, args.S_q - m0, d, tid);
-      const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
-      for (int c = tid; c < kBlockM / 2; c += kThreads) {
-        const bool is_d = c >= kBlockM / 4;
-        const int i = (is_d ? c - kBlockM / 4 : c) * 4;
-        cp_async_16(smem_addr((is_d ? sD : sL2) + i), (is_d ? args.dsum : args.lse2) + ws + i,
-                    true);
+    if constexpr (!T::kRun7) {
+      // Run 6, as measured then.
+      for (int it = 0; it < total; ++it) {
+        const int hq = h_kv * args.group + it / per_head;
+        const int m0 = (m_begin + it % per_head) * kBlockM;
+        // Alg. 2 line 10: Q_i, dO_i, L'_i, D_i.
+        load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, m0, hq),
+                                                        args.q.row_stride, args.S_q - m0, d, tid);
+        load_tile_async<kBlockM, kD, kStride, kThreads>(sdO,
+                                                        row_ptr<const float>(args.dO, b, m0, hq),
+                                                        args.dO.row_stride, args.S_q - m0, d, tid);
+        const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
+        for (int c = tid; c < kBlockM / 2; c += kThreads) {
+          const bool is_d = c >= kBlockM / 4;
+          const int i = (is_d ? c - kBlockM / 4 : c) * 4;
+          cp_async_16(smem_addr((is_d ? sD : sL2) + i), (is_d ? args.dsum : args.lse2) + ws + i,
+                      true);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+
+        // Lines 11 and 14, transposed: S^T = K_j Q_i^T, dP^T = V_j dO_i^T.
+        float s[kTM][kTN], dp[kTM][kTN];
+#pragma unroll
+        for (int i = 0; i < kTM; ++i)
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sK, sQ, ty, tx);
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sV, sdO, ty, tx);
+
+        // Lines 12 and 15: P^T and dS^T (queries past S_q have L' = +inf, so P = 0).
+        const bool needs_mask =
+            args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
+        bool single[kTN];  // a query that sees one key has P = 1, dS = 0 (sees_one_key)
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) single[j] = sees_one_key(args, m0 + tx + 16 * j);
+#pragma unroll
+        for (int i = 0; i < kTM; ++i) {
+          const int64_t first_q = static_cast<int64_t>(n0 + f32_row(ty, i)) - args.causal_offset;
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) {
+            const int q = tx + 16 * j;
+            float x = __fmul_rn(s[i][j], args.scale) - sL2[q];
+            if (needs_mask && m0 + q < first_q) x = -INFINITY;
+            const float p = single[j] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
+            sP[f32_row(ty, i) * kSStride + q] = p;
+            sdS[f32_row(ty, i) * kSStride + q] = single[j] ? 0.0f : p * (dp[i][j] - sD[q]);
+          }
+        }
+        __syncthreads();
+        // Line 13: dV_j += P^T dO_i; line 17: dK_j += dS^T Q_i.
+        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dv, sP, sdO, ty, tx);
+        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dk, sdS, sQ, ty, tx);
+        __syncthreads();  // every thread is done with this step's tiles before the next load
       }
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-
-      // Lines 11 and 14, transposed: S^T = K_j Q_i^T, dP^T = V_j dO_i^T.
-      float s[kTM][kTN], dp[kTM][kTN];
-#pragma unroll
-      for (int i = 0; i < kTM; ++i)
-#pragma unroll
-        for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
-      f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sK, sQ, ty, tx);
-      f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sV, sdO, ty, tx);
-
-      // Lines 12 and 15: P^T and dS^T (queries past S_q have L' = +inf, so P = 0).
-      const bool needs_mask =
-          args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
-      bool single[kTN];  // a query that sees one key has P = 1, dS = 0 (sees_one_key)
-#pragma unroll
-      for (int j = 0; j < kTN; ++j) single[j] = sees_one_key(args, m0 + tx + 16 * j);
-#pragma unroll
-      for (int i = 0; i < kTM; ++i) {
-        const int64_t first_q = static_cast<int64_t>(n0 + f32_row(ty, i)) - args.causal_offset;
+    } else {
+      // Alg. 2 line 10: Q_i and dO_i of step `it` (query head, then query tile), each in its
+      // own cp.async group, dO_i first.
+      for (int it = 0; it < total; ++it) {
+        const int hq = h_kv * args.group + it / per_head;
+        const int m0 = (m_begin + it % per_head) * kBlockM;
+        load_tile_async<kBlockM, kD, kStride, kThreads>(sdO,
+                                                        row_ptr<const float>(args.dO, b, m0, hq),
+                                                        args.dO.row_stride, args.S_q - m0, d, tid);
+        cp_async_commit();
+        load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, m0, hq),
+                                                        args.q.row_stride, args.S_q - m0, d, tid);
+        cp_async_commit();
+        // L'_i and D_i of the thread's queries tx + 16 j, straight into registers (the same
+        // floats run 6 staged in shared memory).
+        const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
+        float l2[kTN], dsum[kTN];
 #pragma unroll
         for (int j = 0; j < kTN; ++j) {
-          const int q = tx + 16 * j;
-          float x = __fmul_rn(s[i][j], args.scale) - sL2[q];
-          if (needs_mask && m0 + q < first_q) x = -INFINITY;
-          const float p = single[j] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
-          sP[f32_row(ty, i) * kSStride + q] = p;
-          sdS[f32_row(ty, i) * kSStride + q] = single[j] ? 0.0f : p * (dp[i][j] - sD[q]);
+          l2[j] = args.lse2[ws + tx + 16 * j];
+          dsum[j] = args.dsum[ws + tx + 16 * j];
         }
+
+        // Lines 14 and 11, transposed: dP^T = V_j dO_i^T while Q_i lands, then S^T = K_j Q_i^T.
+        float s[kTM][kTN], dp[kTM][kTN];
+#pragma unroll
+        for (int i = 0; i < kTM; ++i)
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
+        cp_async_wait<1>();
+        __syncthreads();  // K_j, V_j and dO_i have landed; Q_i may still be in flight
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sV, sdO, ty, tx);
+        cp_async_wait<0>();
+        __syncthreads();  // Q_i has landed
+        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sK, sQ, ty, tx);
+
+        // Lines 12 and 15: P^T and dS^T (queries past S_q have L' = +inf, so P = 0).
+        const bool needs_mask =
+            args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
+        bool single[kTN];  // a query that sees one key has P = 1, dS = 0 (sees_one_key)
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) single[j] = sees_one_key(args, m0 + tx + 16 * j);
+#pragma unroll
+        for (int i = 0; i < kTM; ++i) {
+          const int64_t first_q = static_cast<int64_t>(n0 + f32_row(ty, i)) - args.causal_offset;
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) {
+            const int q = tx + 16 * j;
+            float x = __fmul_rn(s[i][j], args.scale) - l2[j];
+            if (needs_mask && m0 + q < first_q) x = -INFINITY;
+            const float p = single[j] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
+            sP[f32_row(ty, i) * kSStride + q] = p;
+            sdS[f32_row(ty, i) * kSStride + q] = single[j] ? 0.0f : p * (dp[i][j] - dsum[j]);
+          }
+        }
+        __syncthreads();  // P^T and dS^T are visible
+        // Line 13: dV_j += P^T dO_i; line 17: dK_j += dS^T Q_i.
+        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dv, sP, sdO, ty, tx);
+        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dk, sdS, sQ, ty, tx);
+        __syncthreads();  // every thread is done with this step's tiles before the next load
       }
-      __syncthreads();
-      // Line 13: dV_j += P^T dO_i; line 17: dK_j += dS^T Q_i.
-      f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dv, sP, sdO, ty, tx);
-      f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dk, sdS, sQ, ty, tx);
-      __syncthreads();  // every thread is done with this step's tiles before the next load
     }
   }
 

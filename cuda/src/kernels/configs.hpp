@@ -136,13 +136,24 @@ struct BwdDkvMmaConfig<E, 256, 0> {
 // B * H * ceil(S / 64) < 4 per SM). With a causal mask the longest block then sets the time,
 // and halving the tile halves that critical path (run 2: 256 blocks of 64 rows for 132 SMs
 // left the achieved occupancy at 8.8% of 12.5%).
+// The backward traits' last argument picks run 7's kernels (the default) or run 6's
+// (bwd_f32.cuh; FLASHREF_CUDA_TUNE f32bwd=1 swaps every one for run 6's). Run 7 (predicted in
+// docs/perf-notes.md, not measured yet): a lane order with half the shared-memory wavefronts of
+// the B operands, L'_i and D_i in registers, dP first so that its product covers the last load.
+//   d = 128: 32 x 32 stays. Without L'_i, D_i the dK/dV block is 76,800 bytes, so 3 blocks
+//   (12 warps, at most 168 registers: __launch_bounds__ min 3) share an SM, where run 6 ran 2.
+//   A second Q_i/dO_i stage (+33 KB) would take it back to 2, and issuing the next Q_i/dO_i
+//   at the end of a step took ptxas from 168 to 228 registers (2 blocks; 40 bytes of spills
+//   at 168), so run 7 has neither. 64 x 64 at d = 128 spilled (above).
+//   d = 32, large dK/dV tile: run 6's kernel, since run 7's took 246 registers there (2 blocks
+//   per SM instead of 3; 8 bytes of spills when held to 168).
 template <int kD>
 struct F32Config;
 template <>
 struct F32Config<32> {
   using Fwd = FwdF32Traits<32, 64, 64>;
   using Dq = BwdF32Traits<32, 64, 64>;
-  using Dkv = BwdF32Traits<32, 64, 64>;
+  using Dkv = BwdF32Traits<32, 64, 64, false>;  // run 7's takes 246 registers (run 6: 168)
   using FwdSmall = FwdF32Traits<32, 32, 64>;
   using DqSmall = BwdF32Traits<32, 32, 64>;
   using DkvSmall = BwdF32Traits<32, 64, 32>;

@@ -22,6 +22,21 @@ __device__ __forceinline__ int f32_row(int ty, int i) {
   return ty + 8 * i;
 }
 
+// The backward's lane order (run 7, docs/perf-notes.md): the same (ty, tx) pairs per warp as
+// tid / 16, tid % 16, with lane bit 0 picking ty and lane bits 1-4 giving tx. Lanes n and n^1
+// then share tx (every B-operand row of f32_gemm_rows, every row chunk of f32_gemm_out's
+// right operand) and lanes n and n^2 share ty (every A-operand and P row): both of the
+// hardware's LDS.128 packing rules hold, and each such load takes 2 shared-memory wavefronts
+// instead of up to 4. Which lane computes an element changes, not how: results are bitwise
+// the same. The forward keeps tid / 16, tid % 16, because its row sums shuffle over the 16
+// lanes of a row in that order.
+__device__ __forceinline__ int f32_bwd_ty(int tid) {
+  return 2 * (tid / 32) + (tid & 1);
+}
+__device__ __forceinline__ int f32_bwd_tx(int tid) {
+  return (tid % 32) / 2;
+}
+
 template <int kD_, int kBlockM_, int kBlockN_>
 struct F32Shape {
   static constexpr int kD = kD_, kBlockM = kBlockM_, kBlockN = kBlockN_;
