@@ -97,8 +97,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,f32=N,f32bwd=N" picks the d = 64
 // alternatives of configs.hpp instead of variant 0 (f32: 0 automatic, 1 large tiles, 2 small
-// tiles; f32bwd: 0 the exact float32 backward of run 7, 1 that of run 6, bwd_f32.cuh). Read
-// once; unknown keys and values fall back to 0.
+// tiles; f32bwd: 0 the exact float32 backward with paired lanes, 1 the plain one, bwd_f32.cuh).
+// Read once; unknown keys and values fall back to 0.
 struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, f32 = 0, f32bwd = 0;
 };
@@ -235,17 +235,17 @@ void run_fwd_f32(const kernels::AttnArgs& args, cudaStream_t stream) {
 template <typename Dq, typename Dkv>
 void launch_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side, int kD) {
   launch_per_query_tile<Dq>(kernels::bwd_dq_f32_kernel<Dq>, Dq::kDqSmemBytes, args, stream,
-                            Dq::kRun7 ? "bwd_dq_f32" : "bwd_dq_f32_run6", "f32", kD);
+                            Dq::kPairedLanes ? "bwd_dq_f32" : "bwd_dq_f32_plain", "f32", kD);
   launch_per_key_tile<Dkv>(kernels::bwd_dkdv_f32_kernel<Dkv>, Dkv::kDkvSmemBytes, args, side,
-                           Dkv::kRun7 ? "bwd_dkdv_f32" : "bwd_dkdv_f32_run6", "f32", kD);
+                           Dkv::kPairedLanes ? "bwd_dkdv_f32" : "bwd_dkdv_f32_plain", "f32", kD);
 }
 
-// FLASHREF_CUDA_TUNE f32bwd=1 runs the run 6 kernels on the same tiles (Traits::Run6).
+// FLASHREF_CUDA_TUNE f32bwd=1 runs the plain kernels (run 6) on the same tiles (Traits::Plain).
 template <typename Dq, typename Dkv>
 void launch_bwd_f32_version(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side,
                             int kD) {
   if (tune().f32bwd == 1)
-    launch_bwd_f32<typename Dq::Run6, typename Dkv::Run6>(args, stream, side, kD);
+    launch_bwd_f32<typename Dq::Plain, typename Dkv::Plain>(args, stream, side, kD);
   else
     launch_bwd_f32<Dq, Dkv>(args, stream, side, kD);
 }

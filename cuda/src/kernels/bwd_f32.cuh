@@ -3,16 +3,18 @@
 // bwd_dkdv_mma.cuh). P and dS go through shared memory between the two products that use them
 // (f32_tile.cuh says who owns what).
 //
-// Two versions, selected by kRun7 (FLASHREF_CUDA_TUNE f32bwd=1 picks the run 6 one):
-// - run 6: lanes as tid / 16, tid % 16; the dK/dV pass loads Q_i, dO_i, L'_i, D_i into shared
-//   memory and waits for all of them at the start of each step; the dQ pass issues K_{j-1} at
-//   the end of a step and waits for it at the start of the next.
-// - run 7 (the default): the lane order of f32_bwd_ty/f32_bwd_tx (half the shared-memory
-//   wavefronts of the B operands); the dK/dV pass keeps L'_i and D_i in registers (at d = 128
-//   that is what lets 3 blocks share an SM instead of 2) and issues dO_i and Q_i as two cp.async
-//   groups, starting the step with dP^T = V_j dO_i^T, which covers Q_i's load; the dQ pass
-//   likewise starts with dP = dO_i V_j^T, which covers K_{j-1}'s load. (Prefetching the next
-//   step's Q and dO during this one took ptxas from 168 to 228 registers at d = 128.)
+// Two versions, selected by kPairedLanes (FLASHREF_CUDA_TUNE f32bwd=1 picks the plain one on
+// every tile; docs/perf-notes.md, runs 6 and 7, has their timings):
+// - plain (run 6): lanes as tid / 16, tid % 16; the dK/dV pass loads Q_i, dO_i, L'_i, D_i
+//   into shared memory and waits for all of them at the start of each step; the dQ pass
+//   issues K_{j-1} at the end of a step and waits for it at the start of the next.
+// - paired lanes (run 7, the default): the lane order of f32_bwd_ty/f32_bwd_tx (half the
+//   shared-memory wavefronts of the B operands); the dK/dV pass keeps L'_i and D_i in
+//   registers (at d = 128 that is what lets 3 blocks share an SM instead of 2) and issues dO_i
+//   and Q_i as two cp.async groups, starting the step with dP^T = V_j dO_i^T, which covers
+//   Q_i's load; the dQ pass likewise starts with dP = dO_i V_j^T, which covers K_{j-1}'s load.
+//   (Prefetching the next step's Q and dO during this one took ptxas from 168 to 228 registers
+//   at d = 128.)
 // Both compute every element with the same FFMA chain and sum dQ, dK, dV in the same order
 // (dQ: key tiles last to first, keys ascending within a tile; dK, dV: query heads, then query
 // tiles, then queries ascending), so their results are bitwise identical.
@@ -27,10 +29,10 @@
 
 namespace flashref::cuda::kernels {
 
-template <int kD, int kBlockM, int kBlockN, bool kRun7_ = true>
+template <int kD, int kBlockM, int kBlockN, bool kPairedLanes_ = true>
 struct BwdF32Traits : F32Shape<kD, kBlockM, kBlockN> {
-  static constexpr bool kRun7 = kRun7_;
-  using Run6 = BwdF32Traits<kD, kBlockM, kBlockN, false>;  // the run 6 kernels, for measurement
+  static constexpr bool kPairedLanes = kPairedLanes_;
+  using Plain = BwdF32Traits<kD, kBlockM, kBlockN, false>;  // for measurement (f32bwd=1)
   static constexpr int kThreads = kF32Threads;
 
   static constexpr int kStride = F32Shape<kD, kBlockM, kBlockN>::kStride;
@@ -38,16 +40,17 @@ struct BwdF32Traits : F32Shape<kD, kBlockM, kBlockN> {
   static constexpr int kDqSStride = kBlockN + 4;
   static constexpr int kDqSmemBytes =
       ((2 * kBlockM + 2 * kBlockN) * kStride + kBlockM * kDqSStride) * 4;
-  // dK/dV pass: K, V (B_k rows), Q, dO (B_q rows), P^T and dS^T (B_k x B_q), and in run 6 L'
-  // and D (run 7 keeps them in registers).
+  // dK/dV pass: K, V (B_k rows), Q, dO (B_q rows), P^T and dS^T (B_k x B_q), and in the plain
+  // version L' and D (paired lanes keep them in registers).
   static constexpr int kDkvSStride = kBlockM + 4;
-  static constexpr int kDkvSmemBytes = ((2 * kBlockN + 2 * kBlockM) * kStride +
-                                        2 * kBlockN * kDkvSStride + (kRun7 ? 0 : 2 * kBlockM)) *
-                                       4;
-  // Run 7 compiles the dK/dV kernel for 3 blocks per SM (at most 168 registers) at d = 128,
+  static constexpr int kDkvSmemBytes =
+      ((2 * kBlockN + 2 * kBlockM) * kStride + 2 * kBlockN * kDkvSStride +
+       (kPairedLanes ? 0 : 2 * kBlockM)) *
+      4;
+  // Paired lanes compile the dK/dV kernel for 3 blocks per SM (at most 168 registers) at d = 128,
   // where its 32 x 32 block's 76,800 bytes let exactly 3 share an H200 SM (228 KB, 1 KB reserved
   // per block). d = 32 (64 x 64) would fit 3 too, but spilled 8 bytes at 168 registers.
-  static constexpr int kDkvMinBlocks = kRun7 && kD == 128 ? 3 : 0;
+  static constexpr int kDkvMinBlocks = kPairedLanes && kD == 128 ? 3 : 0;
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
 };
 
@@ -80,7 +83,8 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
   float* sdS = sV + kBlockN * kStride;
 
   const int tid = threadIdx.x;
-  const int ty = T::kRun7 ? f32_bwd_ty(tid) : tid / 16, tx = T::kRun7 ? f32_bwd_tx(tid) : tid % 16;
+  const int ty = T::kPairedLanes ? f32_bwd_ty(tid) : tid / 16,
+            tx = T::kPairedLanes ? f32_bwd_tx(tid) : tid % 16;
   const QueryTileSchedule<kBlockM, kBlockN> tile(args);
   const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   const int d = args.d;
@@ -114,7 +118,8 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
     load_tile_async<kBlockM, kD, kStride, kThreads>(sdO, row_ptr<const float>(args.dO, b, row0, h),
                                                     args.dO.row_stride, rows_valid, d, tid);
     load_v(n_end - 1);
-    if constexpr (T::kRun7) cp_async_commit();  // run 7: Q_i, dO_i, V_j, then K_j on its own
+    if constexpr (T::kPairedLanes)
+      cp_async_commit();  // paired: Q_i, dO_i, V_j, then K_j on its own
     load_k(n_end - 1);
     cp_async_commit();
 
@@ -136,7 +141,7 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
       for (int i = 0; i < kTM; ++i)
 #pragma unroll
         for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
-      if constexpr (T::kRun7) {
+      if constexpr (T::kPairedLanes) {
         cp_async_wait<1>();
         __syncthreads();  // V_j has landed (K_j may still be in flight)
         f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sdO, sV, ty, tx);
@@ -214,11 +219,12 @@ __global__ void __launch_bounds__(kF32Threads, T::kDkvMinBlocks)
   float* sdO = sQ + kBlockM * kStride;
   float* sP = sdO + kBlockM * kStride;
   float* sdS = sP + kBlockN * kSStride;
-  float* sL2 = sdS + kBlockN * kSStride;  // run 6 only: L'_i and D_i
+  float* sL2 = sdS + kBlockN * kSStride;  // plain version only: L'_i and D_i
   float* sD = sL2 + kBlockM;
 
   const int tid = threadIdx.x;
-  const int ty = T::kRun7 ? f32_bwd_ty(tid) : tid / 16, tx = T::kRun7 ? f32_bwd_tx(tid) : tid % 16;
+  const int ty = T::kPairedLanes ? f32_bwd_ty(tid) : tid / 16,
+            tx = T::kPairedLanes ? f32_bwd_tx(tid) : tid % 16;
   const KeyTileSchedule<kBlockM, kBlockN> tile(args);
   const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
   const int d = args.d;
@@ -240,7 +246,7 @@ __global__ void __launch_bounds__(kF32Threads, T::kDkvMinBlocks)
                                                     args.k.row_stride, keys_valid, d, tid);
     load_tile_async<kBlockN, kD, kStride, kThreads>(sV, row_ptr<const float>(args.v, b, n0, h_kv),
                                                     args.v.row_stride, keys_valid, d, tid);
-    if constexpr (!T::kRun7) {
+    if constexpr (!T::kPairedLanes) {
       // Run 6, as measured then.
       for (int it = 0; it < total; ++it) {
         const int hq = h_kv * args.group + it / per_head;
@@ -310,7 +316,7 @@ __global__ void __launch_bounds__(kF32Threads, T::kDkvMinBlocks)
                                                         args.q.row_stride, args.S_q - m0, d, tid);
         cp_async_commit();
         // L'_i and D_i of the thread's queries tx + 16 j, straight into registers (the same
-        // floats run 6 staged in shared memory).
+        // floats the plain version stages in shared memory).
         const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
         float l2[kTN], dsum[kTN];
 #pragma unroll

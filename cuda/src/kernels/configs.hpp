@@ -136,24 +136,25 @@ struct BwdDkvMmaConfig<E, 256, 0> {
 // B * H * ceil(S / 64) < 4 per SM). With a causal mask the longest block then sets the time,
 // and halving the tile halves that critical path (run 2: 256 blocks of 64 rows for 132 SMs
 // left the achieved occupancy at 8.8% of 12.5%).
-// The backward traits' last argument picks run 7's kernels (the default) or run 6's
-// (bwd_f32.cuh; FLASHREF_CUDA_TUNE f32bwd=1 swaps every one for run 6's). Run 7 (predicted in
-// docs/perf-notes.md, not measured yet): a lane order with half the shared-memory wavefronts of
-// the B operands, L'_i and D_i in registers, dP first so that its product covers the last load.
+// The backward traits' last argument, kPairedLanes, picks the paired-lane kernels (the
+// default) or the plain ones (bwd_f32.cuh; FLASHREF_CUDA_TUNE f32bwd=1 swaps every one for the
+// plain). Measured on the H200 (docs/perf-notes.md, run 7), paired lanes with bitwise-identical
+// results: backward 3.83 vs 4.24 ms at d = 64 (B1 H1 S16384 causal), 8.60 vs 9.63 ms at
+// d = 128 (same), 8.45 vs 9.92 ms at d = 128 (B8 H1 S4096, no mask).
 //   d = 128: 32 x 32 stays. Without L'_i, D_i the dK/dV block is 76,800 bytes, so 3 blocks
-//   (12 warps, at most 168 registers: __launch_bounds__ min 3) share an SM, where run 6 ran 2.
-//   A second Q_i/dO_i stage (+33 KB) would take it back to 2, and issuing the next Q_i/dO_i
-//   at the end of a step took ptxas from 168 to 228 registers (2 blocks; 40 bytes of spills
-//   at 168), so run 7 has neither. 64 x 64 at d = 128 spilled (above).
-//   d = 32, large dK/dV tile: run 6's kernel, since run 7's took 246 registers there (2 blocks
-//   per SM instead of 3; 8 bytes of spills when held to 168).
+//   (12 warps, at most 168 registers: __launch_bounds__ min 3) share an SM, where the plain one
+//   ran 2. A second Q_i/dO_i stage (+33 KB) would take it back to 2, and issuing the next
+//   Q_i/dO_i at the end of a step took ptxas from 168 to 228 registers (2 blocks; 40 bytes of
+//   spills at 168), so neither is done. 64 x 64 at d = 128 spilled (above).
+//   d = 32, large dK/dV tile: the plain kernel, since the paired one took 246 registers there
+//   (2 blocks per SM instead of 3; 8 bytes of spills when held to 168).
 template <int kD>
 struct F32Config;
 template <>
 struct F32Config<32> {
   using Fwd = FwdF32Traits<32, 64, 64>;
   using Dq = BwdF32Traits<32, 64, 64>;
-  using Dkv = BwdF32Traits<32, 64, 64, false>;  // run 7's takes 246 registers (run 6: 168)
+  using Dkv = BwdF32Traits<32, 64, 64, false>;  // paired: 246 registers (plain: 168)
   using FwdSmall = FwdF32Traits<32, 32, 64>;
   using DqSmall = BwdF32Traits<32, 32, 64>;
   using DkvSmall = BwdF32Traits<32, 64, 32>;
