@@ -140,6 +140,20 @@ TEST(VerifyCli, AnUnavailableBackendAskedForByNameExitsTwo) {
   EXPECT_TRUE(contains(r.err, "cuda")) << r.err;
 }
 
+TEST(VerifyCli, FuzzingAnUnavailableBackendExitsTwoAndSaysWhy) {
+  const std::vector<std::string> names = backend_names();
+  if (std::find(names.begin(), names.end(), "cuda") == names.end()) {
+    GTEST_SKIP() << "no cuda backend in this build";
+  }
+  const Support support = make_backend("cuda")->supports(make_problem(1, 1, 1, 8, 8, 8));
+  if (support.ok) GTEST_SKIP() << "a CUDA device is present: cuda is available here";
+  const auto r = run_cli("fuzz --backend cuda --cases 5");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "backend 'cuda' could not run")) << r.out;
+  EXPECT_TRUE(contains(r.out, support.reason)) << r.out;
+  EXPECT_FALSE(contains(r.out, "RC_DISCARD")) << "RapidCheck's internals leaked: " << r.out;
+}
+
 TEST(VerifyCli, UsageErrorsAndHelp) {
   EXPECT_EQ(run_cli("").exit_code, 2);
   EXPECT_EQ(run_cli("frobnicate").exit_code, 2);

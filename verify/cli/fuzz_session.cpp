@@ -77,6 +77,7 @@ FuzzResult run_fuzz(const FuzzSettings& s,
   FuzzProgress& progress = result.progress;
   const rc::Gen<verify::VerifyCase> cases = verify::gen_case(s.bounds);
   bool failed = false;  // once a case failed, shrinking runs to the end whatever the clock says
+  std::string last_unsupported;
 
   const auto property = [&] {
     verify::VerifyCase c = *cases;
@@ -85,6 +86,7 @@ FuzzResult run_fuzz(const FuzzSettings& s,
     const Support support = backend->supports(c.problem);
     if (!support.ok) {
       ++progress.unsupported;
+      last_unsupported = support.reason;
       RC_DISCARD("unsupported: " + support.reason);
     }
     if (!failed) ++progress.cases;
@@ -115,7 +117,11 @@ FuzzResult run_fuzz(const FuzzSettings& s,
     const rc::detail::TestResult r = rc::detail::checkProperty(
         rc::detail::toProperty(property), metadata, params, listener, no_reproduce);
     if (r.is<rc::detail::GaveUpResult>()) {
-      result.gave_up = r.get<rc::detail::GaveUpResult>().description;
+      // RapidCheck's own description is the discard's source location; say what happened.
+      result.gave_up = "backend '" + s.backend + "' could not run " +
+                       std::to_string(progress.unsupported) + " of the " +
+                       std::to_string(progress.unsupported + progress.cases) +
+                       " problems drawn (the last: " + last_unsupported + ")";
       break;
     }
     if (r.is<rc::detail::Error>()) {
