@@ -69,6 +69,33 @@ __device__ __forceinline__ void store1(void* base, int code, int64_t off, float 
     static_cast<__nv_bfloat16*>(base)[off] = __float2bfloat16_rn(v);
 }
 
+// Alg. 2 lines 11 and 14 of one step, either pass: S = A_s B_s^T and dP = A_dp B_dp^T. With
+// paired lanes, S's second operand is the last cp.async group in flight, so dP runs while it
+// lands; the plain version waits for everything first.
+template <typename T, int kTM, int kTN>
+__device__ __forceinline__ void scores_and_dp(float (&s)[kTM][kTN], float (&dp)[kTM][kTN],
+                                              const float* s_a, const float* s_b, const float* dp_a,
+                                              const float* dp_b, int ty, int tx) {
+  constexpr int kD = T::kD, kStride = T::kStride;
+#pragma unroll
+  for (int i = 0; i < kTM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
+  if constexpr (T::kPairedLanes) {
+    cp_async_wait<1>();
+    __syncthreads();  // everything but S's second operand has landed
+    f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, dp_a, dp_b, ty, tx);
+    cp_async_wait<0>();
+    __syncthreads();
+    f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, s_a, s_b, ty, tx);
+  } else {
+    cp_async_wait<0>();
+    __syncthreads();
+    f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, s_a, s_b, ty, tx);
+    f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, dp_a, dp_b, ty, tx);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs args) {
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN;
@@ -135,25 +162,10 @@ __global__ void __launch_bounds__(kF32Threads) bwd_dq_f32_kernel(const AttnArgs 
 
     for (int n = n_end - 1; n >= 0; --n) {
       const int n0 = n * kBlockN;
-      // Alg. 2 lines 11 and 14: S = Q_i K_j^T, dP = dO_i V_j^T.
+      // Alg. 2 lines 11 and 14: S = Q_i K_j^T, dP = dO_i V_j^T (paired lanes: V_j and then K_j
+      // are the last two groups in flight).
       float s[kTM][kTN], dp[kTM][kTN];
-#pragma unroll
-      for (int i = 0; i < kTM; ++i)
-#pragma unroll
-        for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
-      if constexpr (T::kPairedLanes) {
-        cp_async_wait<1>();
-        __syncthreads();  // V_j has landed (K_j may still be in flight)
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sdO, sV, ty, tx);
-        cp_async_wait<0>();
-        __syncthreads();  // K_j has landed
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sQ, sK, ty, tx);
-      } else {
-        cp_async_wait<0>();
-        __syncthreads();  // K_j and V_j have landed
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sQ, sK, ty, tx);
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sdO, sV, ty, tx);
-      }
+      scores_and_dp<T>(s, dp, sQ, sK, sdO, sV, ty, tx);
 
       // Lines 12 and 15: P = 2^(s' - L'), dS = P * (dP - D).
       const bool needs_mask =
@@ -246,18 +258,33 @@ __global__ void __launch_bounds__(kF32Threads, T::kDkvMinBlocks)
                                                     args.k.row_stride, keys_valid, d, tid);
     load_tile_async<kBlockN, kD, kStride, kThreads>(sV, row_ptr<const float>(args.v, b, n0, h_kv),
                                                     args.v.row_stride, keys_valid, d, tid);
-    if constexpr (!T::kPairedLanes) {
-      // Run 6, as measured then.
-      for (int it = 0; it < total; ++it) {
-        const int hq = h_kv * args.group + it / per_head;
-        const int m0 = (m_begin + it % per_head) * kBlockM;
-        // Alg. 2 line 10: Q_i, dO_i, L'_i, D_i.
+    for (int it = 0; it < total; ++it) {
+      const int hq = h_kv * args.group + it / per_head;
+      const int m0 = (m_begin + it % per_head) * kBlockM;
+      const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
+      // Alg. 2 line 10: Q_i, dO_i, L'_i, D_i. Paired lanes: dO_i and Q_i in their own cp.async
+      // groups, dO_i first, and the thread's own L'_i, D_i (queries tx + 16 j) straight into
+      // registers. Plain: one group with L'_i and D_i staged in shared memory.
+      float l2[kTN], dsum[kTN];
+      if constexpr (T::kPairedLanes) {
+        load_tile_async<kBlockM, kD, kStride, kThreads>(sdO,
+                                                        row_ptr<const float>(args.dO, b, m0, hq),
+                                                        args.dO.row_stride, args.S_q - m0, d, tid);
+        cp_async_commit();
+        load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, m0, hq),
+                                                        args.q.row_stride, args.S_q - m0, d, tid);
+        cp_async_commit();
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) {
+          l2[j] = args.lse2[ws + tx + 16 * j];
+          dsum[j] = args.dsum[ws + tx + 16 * j];
+        }
+      } else {
         load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, m0, hq),
                                                         args.q.row_stride, args.S_q - m0, d, tid);
         load_tile_async<kBlockM, kD, kStride, kThreads>(sdO,
                                                         row_ptr<const float>(args.dO, b, m0, hq),
                                                         args.dO.row_stride, args.S_q - m0, d, tid);
-        const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
         for (int c = tid; c < kBlockM / 2; c += kThreads) {
           const bool is_d = c >= kBlockM / 4;
           const int i = (is_d ? c - kBlockM / 4 : c) * 4;
@@ -265,104 +292,44 @@ __global__ void __launch_bounds__(kF32Threads, T::kDkvMinBlocks)
                       true);
         }
         cp_async_commit();
-        cp_async_wait<0>();
-        __syncthreads();
-
-        // Lines 11 and 14, transposed: S^T = K_j Q_i^T, dP^T = V_j dO_i^T.
-        float s[kTM][kTN], dp[kTM][kTN];
-#pragma unroll
-        for (int i = 0; i < kTM; ++i)
-#pragma unroll
-          for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sK, sQ, ty, tx);
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sV, sdO, ty, tx);
-
-        // Lines 12 and 15: P^T and dS^T (queries past S_q have L' = +inf, so P = 0).
-        const bool needs_mask =
-            args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
-        bool single[kTN];  // a query that sees one key has P = 1, dS = 0 (sees_one_key)
-#pragma unroll
-        for (int j = 0; j < kTN; ++j) single[j] = sees_one_key(args, m0 + tx + 16 * j);
-#pragma unroll
-        for (int i = 0; i < kTM; ++i) {
-          const int64_t first_q = static_cast<int64_t>(n0 + f32_row(ty, i)) - args.causal_offset;
-#pragma unroll
-          for (int j = 0; j < kTN; ++j) {
-            const int q = tx + 16 * j;
-            float x = __fmul_rn(s[i][j], args.scale) - sL2[q];
-            if (needs_mask && m0 + q < first_q) x = -INFINITY;
-            const float p = single[j] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
-            sP[f32_row(ty, i) * kSStride + q] = p;
-            sdS[f32_row(ty, i) * kSStride + q] = single[j] ? 0.0f : p * (dp[i][j] - sD[q]);
-          }
-        }
-        __syncthreads();
-        // Line 13: dV_j += P^T dO_i; line 17: dK_j += dS^T Q_i.
-        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dv, sP, sdO, ty, tx);
-        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dk, sdS, sQ, ty, tx);
-        __syncthreads();  // every thread is done with this step's tiles before the next load
       }
-    } else {
-      // Alg. 2 line 10: Q_i and dO_i of step `it` (query head, then query tile), each in its
-      // own cp.async group, dO_i first.
-      for (int it = 0; it < total; ++it) {
-        const int hq = h_kv * args.group + it / per_head;
-        const int m0 = (m_begin + it % per_head) * kBlockM;
-        load_tile_async<kBlockM, kD, kStride, kThreads>(sdO,
-                                                        row_ptr<const float>(args.dO, b, m0, hq),
-                                                        args.dO.row_stride, args.S_q - m0, d, tid);
-        cp_async_commit();
-        load_tile_async<kBlockM, kD, kStride, kThreads>(sQ, row_ptr<const float>(args.q, b, m0, hq),
-                                                        args.q.row_stride, args.S_q - m0, d, tid);
-        cp_async_commit();
-        // L'_i and D_i of the thread's queries tx + 16 j, straight into registers (the same
-        // floats the plain version stages in shared memory).
-        const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
-        float l2[kTN], dsum[kTN];
+
+      // Lines 11 and 14, transposed: S^T = K_j Q_i^T, dP^T = V_j dO_i^T (paired lanes: dP^T
+      // first, while Q_i lands).
+      float s[kTM][kTN], dp[kTM][kTN];
+      scores_and_dp<T>(s, dp, sK, sQ, sV, sdO, ty, tx);
+      if constexpr (!T::kPairedLanes) {
 #pragma unroll
         for (int j = 0; j < kTN; ++j) {
-          l2[j] = args.lse2[ws + tx + 16 * j];
-          dsum[j] = args.dsum[ws + tx + 16 * j];
+          l2[j] = sL2[tx + 16 * j];
+          dsum[j] = sD[tx + 16 * j];
         }
-
-        // Lines 14 and 11, transposed: dP^T = V_j dO_i^T while Q_i lands, then S^T = K_j Q_i^T.
-        float s[kTM][kTN], dp[kTM][kTN];
-#pragma unroll
-        for (int i = 0; i < kTM; ++i)
-#pragma unroll
-          for (int j = 0; j < kTN; ++j) s[i][j] = dp[i][j] = 0.0f;
-        cp_async_wait<1>();
-        __syncthreads();  // K_j, V_j and dO_i have landed; Q_i may still be in flight
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(dp, sV, sdO, ty, tx);
-        cp_async_wait<0>();
-        __syncthreads();  // Q_i has landed
-        f32_gemm_rows<kTM, kTN, kD, kStride, kStride>(s, sK, sQ, ty, tx);
-
-        // Lines 12 and 15: P^T and dS^T (queries past S_q have L' = +inf, so P = 0).
-        const bool needs_mask =
-            args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
-        bool single[kTN];  // a query that sees one key has P = 1, dS = 0 (sees_one_key)
-#pragma unroll
-        for (int j = 0; j < kTN; ++j) single[j] = sees_one_key(args, m0 + tx + 16 * j);
-#pragma unroll
-        for (int i = 0; i < kTM; ++i) {
-          const int64_t first_q = static_cast<int64_t>(n0 + f32_row(ty, i)) - args.causal_offset;
-#pragma unroll
-          for (int j = 0; j < kTN; ++j) {
-            const int q = tx + 16 * j;
-            float x = __fmul_rn(s[i][j], args.scale) - l2[j];
-            if (needs_mask && m0 + q < first_q) x = -INFINITY;
-            const float p = single[j] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
-            sP[f32_row(ty, i) * kSStride + q] = p;
-            sdS[f32_row(ty, i) * kSStride + q] = single[j] ? 0.0f : p * (dp[i][j] - dsum[j]);
-          }
-        }
-        __syncthreads();  // P^T and dS^T are visible
-        // Line 13: dV_j += P^T dO_i; line 17: dK_j += dS^T Q_i.
-        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dv, sP, sdO, ty, tx);
-        f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dk, sdS, sQ, ty, tx);
-        __syncthreads();  // every thread is done with this step's tiles before the next load
       }
+
+      // Lines 12 and 15: P^T and dS^T (queries past S_q have L' = +inf, so P = 0).
+      const bool needs_mask =
+          args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
+      bool single[kTN];  // a query that sees one key has P = 1, dS = 0 (sees_one_key)
+#pragma unroll
+      for (int j = 0; j < kTN; ++j) single[j] = sees_one_key(args, m0 + tx + 16 * j);
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) {
+        const int64_t first_q = static_cast<int64_t>(n0 + f32_row(ty, i)) - args.causal_offset;
+#pragma unroll
+        for (int j = 0; j < kTN; ++j) {
+          const int q = tx + 16 * j;
+          float x = __fmul_rn(s[i][j], args.scale) - l2[j];
+          if (needs_mask && m0 + q < first_q) x = -INFINITY;
+          const float p = single[j] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
+          sP[f32_row(ty, i) * kSStride + q] = p;
+          sdS[f32_row(ty, i) * kSStride + q] = single[j] ? 0.0f : p * (dp[i][j] - dsum[j]);
+        }
+      }
+      __syncthreads();  // P^T and dS^T are visible
+      // Line 13: dV_j += P^T dO_i; line 17: dK_j += dS^T Q_i.
+      f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dv, sP, sdO, ty, tx);
+      f32_gemm_out<kTM, kOC, kVW, kBlockM, kSStride, kStride>(acc_dk, sdS, sQ, ty, tx);
+      __syncthreads();  // every thread is done with this step's tiles before the next load
     }
   }
 
