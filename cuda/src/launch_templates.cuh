@@ -240,7 +240,7 @@ void launch_bwd_f32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
                            Dkv::kPairedLanes ? "bwd_dkdv_f32" : "bwd_dkdv_f32_plain", "f32", kD);
 }
 
-// FLASHREF_CUDA_TUNE f32bwd=1 runs the plain kernels (run 6) on the same tiles (Traits::Plain).
+// FLASHREF_CUDA_TUNE f32bwd=1 runs the plain kernels on the same tiles (Traits::Plain).
 template <typename Dq, typename Dkv>
 void launch_bwd_f32_version(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side,
                             int kD) {

@@ -5,8 +5,8 @@
 //
 // Two versions, selected by kPairedLanes (FLASHREF_CUDA_TUNE f32bwd=1 picks the plain one on
 // every tile; docs/perf-notes.md, runs 6 and 7, has their timings):
-// - plain (run 6): lanes as tid / 16, tid % 16; the dK/dV pass loads Q_i, dO_i, L'_i, D_i
-//   into shared memory and waits for all of them at the start of each step; the dQ pass
+// - plain (run 6's order): lanes as tid / 16, tid % 16; the dK/dV pass loads Q_i, dO_i, L'_i,
+//   D_i into shared memory and waits for all of them at the start of each step; the dQ pass
 //   issues K_{j-1} at the end of a step and waits for it at the start of the next.
 // - paired lanes (run 7, the default): the lane order of f32_bwd_ty/f32_bwd_tx (half the
 //   shared-memory wavefronts of the B operands); the dK/dV pass keeps L'_i and D_i in
