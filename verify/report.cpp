@@ -201,6 +201,16 @@ nlohmann::json to_json(BackwardInputs inputs, const std::string& reason,
           {"text", backward_inputs_text(inputs, reason, candidate)}};
 }
 
+namespace {
+// The rule's k for every tensor, from rule_k (one definition).
+nlohmann::json rule_k_json() {
+  nlohmann::json k = nlohmann::json::object();
+  for (TensorId t : kForwardTensors) k[std::string(tensor_name(t))] = rule_k(t);
+  for (TensorId t : kBackwardTensors) k[std::string(tensor_name(t))] = rule_k(t);
+  return k;
+}
+}  // namespace
+
 nlohmann::json to_json(const VerifyReport& report) {
   const VerifyCase& c = report.verify_case;
   nlohmann::json backends = nlohmann::json::array();
@@ -233,7 +243,7 @@ nlohmann::json to_json(const VerifyReport& report) {
             {"test_faults", c.test_faults}}},
           {"rule",
            {{"text", rule_text()},
-            {"k", {{"O", 2}, {"L", 2}, {"dQ", 3}, {"dK", 3}, {"dV", 3}}},
+            {"k", rule_k_json()},
             {"floor",
              "2 * rounding_step(output dtype, max|gold|) + 3 * max sigma of the float32 "
              "rounding noise of the scores (and of dP - D for dQ, dK); L's output dtype is f32"},
