@@ -1,11 +1,16 @@
-// launch_forward / launch_backward: the dtype and head-dim switches (dispatch.hpp) in action.
+// launch_forward / launch_backward: (family, dtype, head dim) -> the generated instance, the
+// backward's preprocess, and the side stream of the dK/dV pass.
 #include <map>
 #include <mutex>
+#include <string>
 
+#include "check.hpp"
 #include "dispatch.hpp"
+#include "flashref/error.hpp"
+#include "instances.hpp"
 #include "kernels/common/bwd_preprocess.cuh"
+#include "kernels/common/launch.cuh"
 #include "launch.hpp"
-#include "launch_templates.cuh"
 
 namespace flashref::cuda {
 
