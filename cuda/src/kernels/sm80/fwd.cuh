@@ -245,8 +245,10 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
     }
   }
 
-  // Lines 15-16: O = O / l, L = m + log(l) (natural log), staged through sQ (each warp wrote
-  // and read only its own rows of sQ, so a warp barrier is enough before overwriting them).
+  // Lines 15-16: O = O / l, L = m + log(l) (natural log), staged through sQ. Each warp writes
+  // and reads only its own rows of sQ, and its last reads of them (S = Q K^T) came before the
+  // loop's last __syncthreads, so no barrier is needed here; the bf16/f16 kernel keeps the warp
+  // barrier it always had (kept so its machine code does not move).
   if constexpr (!Ops::kRoundsTiles) __syncwarp();
   normalize_rows<kMT, kDT, kStride>(sQ, lse_rows, row_m, row_l, acc_o, warp_row0, rows_valid, g, t);
   __syncthreads();
