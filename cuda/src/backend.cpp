@@ -13,56 +13,12 @@
 
 #include "check.hpp"
 #include "device_runtime.hpp"
-#include "dispatch.hpp"
+#include "family.hpp"
 #include "flashref/error.hpp"
 #include "launch.hpp"
 
 namespace flashref::cuda {
 namespace {
-
-// What the process's current device can do, looked up once.
-struct DeviceInfo {
-  bool ok = false;
-  std::string reason;
-  bool memory_pools = false;
-};
-
-const DeviceInfo& device_info() {
-  static const DeviceInfo info = [] {
-    DeviceInfo r;
-    int count = 0;
-    const cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) {
-      r.reason = std::string("no CUDA device: cudaGetDeviceCount failed with ") +
-                 cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-      (void)cudaGetLastError();
-      return r;
-    }
-    if (count == 0) {
-      r.reason = "no CUDA device: the driver reports no GPU on this machine";
-      return r;
-    }
-    int device = 0;
-    cudaDeviceProp prop{};
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
-      r.reason = "no CUDA device: could not read the properties of the current device";
-      return r;
-    }
-    if (prop.major < 8) {
-      r.reason = std::string("GPU '") + prop.name + "' has compute capability " +
-                 std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-                 "; the cuda backend needs sm_80 or newer (mma.sync bf16, cp.async)";
-      return r;
-    }
-    int pools = 0;
-    (void)cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
-    r.memory_pools = pools != 0;
-    r.ok = true;
-    return r;
-  }();
-  return info;
-}
 
 Support no(std::string reason) {
   return Support{false, std::move(reason)};
@@ -148,20 +104,13 @@ void require_supported(const Support& s) {
   if (!s.ok) throw Unsupported("cuda backend: " + s.reason);
 }
 
-// Whether the float32 inputs run on TF32 tensor cores; refuses (nothing launched, nothing
-// written) a head dim the TF32 kernels are not compiled for, rather than quietly running the
-// exact kernels the caller did not ask for.
-bool use_tf32(const Problem& p, const ExecutionOptions& options) {
-  if (!options.allow_tf32 || p.dtype != DType::f32) return false;
-  if (p.d > kMaxTf32HeadDim) {
-    throw Unsupported(
-        "cuda backend: allow_tf32 with head dim d = " + std::to_string(p.d) +
-        ": the TF32 kernels are compiled for d <= " + std::to_string(kMaxTf32HeadDim) +
-        " (at d = 256 a warp's float accumulator leaves no registers for the TF32 "
-        "operands: every tiling spilled); without allow_tf32 the exact float32 "
-        "kernels run d up to 256");
-  }
-  return true;
+// The kernel family for this call (chosen in one place, family.cpp, from the device's compute
+// capability, the dtype and allow_tf32), refused with its reason (nothing launched, nothing
+// written) when the family cannot run the problem: TF32 above its compiled head dims, for one.
+Family family_for(const Problem& p, const ExecutionOptions& options) {
+  const Family f = choose_family(device_info().arch, p.dtype, options.allow_tf32);
+  require_supported(family_supports(f, p));
+  return f;
 }
 
 // The backward's workspace comes from a memory pool of our own that keeps its memory
@@ -214,13 +163,10 @@ class CudaBackend final : public Backend {
     } catch (const InvalidArgument& e) {
       return no(std::string("invalid problem: ") + e.what());
     }
-    const long long chunk = p.dtype == DType::f32 ? 4 : 8;
-    if (p.d % chunk != 0) {
-      return no("head dim d = " + std::to_string(p.d) + " is not a multiple of " +
-                std::to_string(chunk) + " (the " + std::string(dtype_name(p.dtype)) +
-                " kernels load rows in 16-byte vectors; compiled head dims are 32, 64, 128, 256 "
-                "and smaller multiples pad up)");
-    }
+    // What the family that would run it needs (the head dim's multiple; allow_tf32's limits are
+    // checked when the options are known, in forward() and backward()).
+    const Support family = family_supports(choose_family(info.arch, p.dtype, false), p);
+    if (!family.ok) return family;
     // Sequence indices are 32-bit inside the kernels (offsets are 64-bit), and the grid is one
     // dimension of at most 2^31 - 1 blocks of at least 16 rows.
     constexpr long long kMaxSeq = INT_MAX - 256;
@@ -251,8 +197,8 @@ class CudaBackend final : public Backend {
                              {params.v.data, "params.v"},
                              {params.o.data, "params.o"},
                              {params.lse, "params.lse"}});
-    const bool tf32 = use_tf32(p, params.options);
-    launch_forward(make_args(params), p.dtype, tf32, params.options.stream);
+    const Family family = family_for(p, params.options);
+    launch_forward(make_args(params), family, p.dtype, params.options.stream);
   }
 
   void backward(const BackwardParams& params) const override {
@@ -276,7 +222,7 @@ class CudaBackend final : public Backend {
                              {params.dq.data, "params.dq"},
                              {params.dk.data, "params.dk"},
                              {params.dv.data, "params.dv"}});
-    const bool tf32 = use_tf32(p, params.options);
+    const Family family = family_for(p, params.options);
 
     kernels::AttnArgs a = make_args(params);
     a.dO = arg(params.dO);
@@ -298,7 +244,7 @@ class CudaBackend final : public Backend {
     a.lse2 = static_cast<float*>(ws);
     a.dsum = a.lse2 + rows;
     try {
-      launch_backward(a, p.dtype, tf32, params.options.stream);
+      launch_backward(a, family, p.dtype, params.options.stream);
     } catch (...) {
       (void)(pools ? cudaFreeAsync(ws, stream) : cudaFree(ws));
       throw;

@@ -9,6 +9,45 @@
 
 namespace flashref::cuda {
 
+const DeviceInfo& device_info() {
+  static const DeviceInfo info = [] {
+    DeviceInfo r;
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+      r.reason = std::string("no CUDA device: cudaGetDeviceCount failed with ") +
+                 cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+      (void)cudaGetLastError();
+      return r;
+    }
+    if (count == 0) {
+      r.reason = "no CUDA device: the driver reports no GPU on this machine";
+      return r;
+    }
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+      r.reason = "no CUDA device: could not read the properties of the current device";
+      return r;
+    }
+    if (prop.major < 8) {
+      r.reason = std::string("GPU '") + prop.name + "' has compute capability " +
+                 std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                 "; the cuda backend needs sm_80 or newer (mma.sync bf16, cp.async)";
+      return r;
+    }
+    r.arch = prop.major * 10 + prop.minor;
+    int pools = 0;
+    (void)cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+    r.memory_pools = pools != 0;
+    r.ok = true;
+    return r;
+  }();
+  return info;
+}
+
+
 CudaRuntime::~CudaRuntime() {
   // Freeing at process exit may find the runtime already torn down; nothing to report then.
   if (flush_ != nullptr) (void)cudaFree(flush_);

@@ -1,11 +1,16 @@
-// launch_forward / launch_backward: the dtype and head-dim switches (dispatch.hpp) in action.
+// launch_forward / launch_backward: (family, dtype, head dim) -> the generated instance, the
+// backward's preprocess, and the side stream of the dK/dV pass.
 #include <map>
 #include <mutex>
+#include <string>
 
+#include "check.hpp"
 #include "dispatch.hpp"
-#include "kernels/bwd_preprocess.cuh"
+#include "flashref/error.hpp"
+#include "instances.hpp"
+#include "kernels/common/bwd_preprocess.cuh"
+#include "kernels/common/launch.cuh"
 #include "launch.hpp"
-#include "launch_templates.cuh"
 
 namespace flashref::cuda {
 
@@ -13,19 +18,33 @@ int workspace_rows(int S_q) {
   return kernels::ceil_div(S_q, kernels::kWorkspaceRowPad) * kernels::kWorkspaceRowPad;
 }
 
-void launch_forward(const kernels::AttnArgs& args, DType dtype, bool tf32, void* stream_ptr) {
-  auto stream = static_cast<cudaStream_t>(stream_ptr);
-  if (dtype == DType::f32 && tf32) {
-    FLASHREF_TF32_HEADDIM_SWITCH(args.d, kD, [&] { run_fwd_tf32<kD>(args, stream); });
-    return;
-  }
-  if (dtype == DType::f32) {
-    FLASHREF_HEADDIM_SWITCH(args.d, kD, [&] { run_fwd_f32<kD>(args, stream); });
-    return;
-  }
-  FLASHREF_FP16_SWITCH(dtype, Element, [&] {
-    FLASHREF_HEADDIM_SWITCH(args.d, kD, [&] { run_fwd_mma<Element, kD>(args, stream); });
-  });
+namespace {
+
+struct Instance {
+  void (*forward)(const kernels::AttnArgs&, cudaStream_t);
+  void (*backward)(const kernels::AttnArgs&, cudaStream_t, cudaStream_t);
+};
+
+// The one run-time -> compile-time step: the instance of (family, dtype, compiled head dim),
+// from the generated list of those this build has.
+Instance find_instance(Family family, DType dtype, int d) {
+  const int kD = compiled_head_dim(d);
+#define FLASHREF_FIND_INSTANCE(F, T, D)                                        \
+  if (family == Family::F && dtype == DType::T && kD == D)                     \
+    return Instance{&run_forward<Family::F, DType::T, D>,                      \
+                    &run_backward<Family::F, DType::T, D>};
+  FLASHREF_CUDA_INSTANCES(FLASHREF_FIND_INSTANCE)
+#undef FLASHREF_FIND_INSTANCE
+  throw Unsupported(std::string("cuda backend: no kernel of the ") + family_name(family) +
+                    " family for " + std::string(dtype_name(dtype)) + " at head dim d = " +
+                    std::to_string(d) + " is compiled into this build (CMAKE_CUDA_ARCHITECTURES "
+                    "leaves the family no arch, or the instance list lacks it)");
+}
+
+}  // namespace
+
+void launch_forward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream_ptr) {
+  find_instance(family, dtype, args.d).forward(args, static_cast<cudaStream_t>(stream_ptr));
 }
 
 // kNaturalLog: L itself in the workspace (the exact float32 kernels); otherwise L log2(e)
@@ -82,28 +101,27 @@ void forked(cudaStream_t stream, Body&& body) {
 
 }  // namespace
 
-void launch_backward(const kernels::AttnArgs& args, DType dtype, bool tf32, void* stream_ptr) {
+void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype,
+                     void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  if (dtype == DType::f32 && tf32) {
-    run_preprocess<float, false>(args, stream, "f32, log2");
-    forked(stream, [&](cudaStream_t side) {
-      FLASHREF_TF32_HEADDIM_SWITCH(args.d, kD, [&] { run_bwd_tf32<kD>(args, stream, side); });
-    });
-    return;
+  const Instance instance = find_instance(family, dtype, args.d);
+  // L' = L log2(e) and D = rowsum(dO * O) (Alg. 2 line 4): the exact float32 kernels take L
+  // itself (kNaturalLog), the tensor-core ones L log2(e).
+  switch (dtype) {
+    case DType::f32:
+      if (family == Family::ffma)
+        run_preprocess<float, true>(args, stream, "f32");
+      else
+        run_preprocess<float, false>(args, stream, "f32, log2");
+      break;
+    case DType::bf16:
+      run_preprocess<__nv_bfloat16, false>(args, stream, "bf16");
+      break;
+    case DType::f16:
+      run_preprocess<__half, false>(args, stream, "f16");
+      break;
   }
-  if (dtype == DType::f32) {
-    run_preprocess<float, true>(args, stream, "f32");
-    forked(stream, [&](cudaStream_t side) {
-      FLASHREF_HEADDIM_SWITCH(args.d, kD, [&] { run_bwd_f32<kD>(args, stream, side); });
-    });
-    return;
-  }
-  FLASHREF_FP16_SWITCH(dtype, Element, [&] {
-    run_preprocess<Element, false>(args, stream, element_name<Element>());
-    forked(stream, [&](cudaStream_t side) {
-      FLASHREF_HEADDIM_SWITCH(args.d, kD, [&] { run_bwd_mma<Element, kD>(args, stream, side); });
-    });
-  });
+  forked(stream, [&](cudaStream_t side) { instance.backward(args, stream, side); });
 }
 
 }  // namespace flashref::cuda

@@ -20,12 +20,12 @@
 // tiles, then queries ascending), so their results are bitwise identical.
 #pragma once
 
-#include "kernels/args.hpp"
-#include "kernels/causal.cuh"
-#include "kernels/f32_tile.cuh"
-#include "kernels/ptx.cuh"
-#include "kernels/schedule.cuh"
-#include "kernels/tile_io.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/causal.cuh"
+#include "kernels/ffma/tile.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
 

@@ -7,8 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "kernels/args.hpp"
-#include "kernels/tile_io.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
 

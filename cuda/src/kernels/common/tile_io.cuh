@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/args.hpp"
-#include "kernels/ptx.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/ptx.cuh"
 
 namespace flashref::cuda::kernels {
 
@@ -25,6 +25,19 @@ __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
 // The 16-byte vector a tile of T moves in: float4 for float, uint4 for the 16-bit types.
 template <typename T>
 using Chunk16 = std::conditional_t<std::is_same_v<T, float>, float4, uint4>;
+
+// (lo, hi) rounded to nearest even in E (bf16 or f16) and packed in 32 bits, lo in the low 16
+// bits (the smaller column): an mma operand pair, or two staged output columns.
+template <typename E>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  if constexpr (std::is_same_v<E, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
 
 // Start of row `row` of head `h` in batch `b` of a tensor (64-bit offsets throughout: a tensor
 // may hold more than 2^31 elements).

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "kernels/args.hpp"
-#include "kernels/tile_io.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
 

@@ -5,11 +5,11 @@
 // units with accurate expf/logf: this path is judged against a float32 baseline.
 #pragma once
 
-#include "kernels/args.hpp"
-#include "kernels/f32_tile.cuh"
-#include "kernels/ptx.cuh"
-#include "kernels/schedule.cuh"
-#include "kernels/tile_io.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/ffma/tile.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
 

@@ -1,9 +1,10 @@
-// Thin wrappers over the PTX instructions the tensor-core kernels use: mma.sync m16n8k16,
-// ldmatrix, cp.async and ex2.approx. Fragment layouts (PTX ISA, "Matrix fragments for
-// mma.m16n8k16"), for lane = 4 * g + t:
-//   A (16 x 16, row-major): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8,
-//   2t+8..) B (16 x 8, "col"):      b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g) C (16 x 8,
-//   float):      c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
+// mma.sync m16n8k16 (bf16, f16) and ldmatrix: the sm80 family's instructions (they also run
+// on sm_90). Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16"), for
+// lane = 4 * g + t:
+//   A (16 x 16, row-major): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..),
+//                           a3 = (g+8, 2t+8..)
+//   B (16 x 8, "col"):      b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
+//   C (16 x 8, float):      c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
 // Two adjacent C tiles (keys 16j..16j+15) rounded to 16 bits are exactly one A fragment, which
 // is why P~ and dS never leave registers between the two products that use them.
 #pragma once
@@ -28,11 +29,6 @@ struct Mma<__nv_bfloat16> {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-  // Rounds (lo, hi) to nearest even; lo lands in the low 16 bits (the smaller column).
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
 };
 
 template <>
@@ -45,15 +41,7 @@ struct Mma<__half> {
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // Four 8x8 matrices of 16-bit values; lane i gives the address of row (i % 8) of matrix i / 8.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
@@ -67,30 +55,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-
-// 16-byte global -> shared copy that bypasses L1; when !pred nothing is read and the 16 bytes
-// are zero-filled, which is how partial tiles and padded head dims get their zeros.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool pred) {
-  const int bytes = pred ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// 2^x on the special-function unit. The kernels work in the log2 domain (scores multiplied by
-// scale * log2(e) once), so this is the only exponential they need.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 }  // namespace flashref::cuda::kernels

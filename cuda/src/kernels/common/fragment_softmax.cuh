@@ -14,10 +14,10 @@
 
 #include <cstdint>
 
-#include "kernels/args.hpp"
-#include "kernels/causal.cuh"
-#include "kernels/epilogue.cuh"
-#include "kernels/ptx.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/causal.cuh"
+#include "kernels/common/epilogue.cuh"
+#include "kernels/common/ptx.cuh"
 
 namespace flashref::cuda::kernels {
 

@@ -1,53 +1,63 @@
-// Backward, the pass that owns dQ (bf16 / f16, tensor cores): one block per (query tile, head,
-// batch), one loop over key tiles; every dQ row is summed by one thread block in a fixed order,
-// so no atomics and bitwise reproducible results.
+// Backward, the pass that owns dQ, on sm80 tensor cores (mma.sync; T::Ops is the operand
+// policy: Sm80Fp16Ops<E> for bf16/f16, Sm80Tf32Ops for float32 with allow_tf32): one block per
+// (query tile, head, batch), one loop over key tiles; every dQ row is summed by one thread
+// block in a fixed order, so no atomics and bitwise reproducible results.
 //
 // Per key tile j (Alg. 2 lines 11-16 seen from the query side), each warp owning 16 rows:
 //   S = Q_i K_j^T, s' = S * scale * log2(e)   (-inf where masked)
 //   P = 2^(s' - L' )                           L' = L * log2(e) from the preprocess kernel
 //   dP = dO_i V_j^T
-//   dS = P * (dP - D_i)                        rounded to bf16/f16, kept in registers
+//   dS = P * (dP - D_i)                        from the float32 P, rounded to the operand
+//                                              type, kept in registers
 //   dQ += dS K_j                               and dQ *= scale once at the end
-// K_j and V_j are double-buffered with cp.async.
+// K_j and V_j are double-buffered with cp.async. With Sm80Tf32Ops (kRoundsTiles) Q_i, dO_i, K_j
+// and V_j are rounded to TF32 in shared memory once they land; D comes from the preprocess in
+// float32 from the unrounded O and dO, as the TF32 baseline forms it.
 #pragma once
 
-#include "kernels/args.hpp"
-#include "kernels/causal.cuh"
-#include "kernels/epilogue.cuh"
-#include "kernels/fragment_softmax.cuh"
-#include "kernels/mma_fragments.cuh"
-#include "kernels/ptx.cuh"
-#include "kernels/schedule.cuh"
-#include "kernels/tile_io.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/causal.cuh"
+#include "kernels/common/epilogue.cuh"
+#include "kernels/common/fragment_softmax.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/common/tile_io.cuh"
+#include "kernels/sm80/lane_at.cuh"
 
 namespace flashref::cuda::kernels {
 
-template <typename Element_, int kD_, int kBlockN_, int kNWarps_, bool kQInRegs_>
+template <typename Ops_, int kD_, int kBlockN_, int kNWarps_, bool kQInRegs_>
 struct BwdDqMmaTraits {
-  using Element = Element_;
+  using Ops = Ops_;  // operand policy: Sm80Fp16Ops<E> or Sm80Tf32Ops
+  using Element = typename Ops::Element;
   static constexpr int kD = kD_;
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kBlockM = 16 * kNWarps;  // one 16-row mma tile per warp
   static constexpr int kBlockN = kBlockN_;
   static constexpr bool kQInRegs = kQInRegs_;  // Q_i and dO_i fragments held in registers
   static constexpr int kThreads = kNWarps * 32;
-  static constexpr int kStride = kD + 8;
+  static constexpr int kStride = kD + Ops::kPad;
   static constexpr int kStageElems = 2 * kBlockN * kStride;  // K_j and V_j
-  static constexpr int kMainBytes = (2 * kBlockM * kStride + 2 * kStageElems) * 2;
+  static constexpr int kMainBytes =
+      (2 * kBlockM * kStride + 2 * kStageElems) * static_cast<int>(sizeof(Element));
   static constexpr int kOutStride = kD + 4;  // float staging of dQ
   static constexpr int kOutBytes = kBlockM * kOutStride * 4;
   static constexpr int kSmemBytes = kMainBytes > kOutBytes ? kMainBytes : kOutBytes;
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
-  static_assert(kBlockN % 16 == 0 && kD % 16 == 0, "B_k and the head dim must be multiples of 16");
+  static_assert(kBlockN % Ops::kK == 0 && kBlockN % Ops::kBN == 0 &&
+                    kD % Ops::kHeadDimMultiple == 0,
+                "B_k in whole mma steps; the head dim a multiple the operand policy can pad");
 };
 
 template <typename T>
 __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs args) {
+  using Ops = typename T::Ops;
   using Element = typename T::Element;
-  using M = Mma<Element>;
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN;
   constexpr int kStride = T::kStride, kThreads = T::kThreads;
-  constexpr int kNT = kBlockN / 8, kDT = kD / 8, kKS = kD / 16;
+  constexpr int kNT = kBlockN / 8, kDT = kD / 8, kKS = kD / Ops::kK;
+  constexpr int kKP = kBlockN / Ops::kK;  // A fragments of dS
+  constexpr int kNB = Ops::kBN / 8;       // mma tiles one B load feeds
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Element* sQ = reinterpret_cast<Element*>(smem_raw);
@@ -67,9 +77,7 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
   zero_tiles(acc_dq);
 
   const int warp_row0 = warp * 16;
-  const int a_row = (lane % 8) + ((lane / 8) % 2) * 8, a_col = (lane / 16) * 8;
-  const int bk_row = (lane % 8) + (lane / 16) * 8, bk_col = ((lane / 8) % 2) * 8;
-  const int bt_row = (lane % 8) + ((lane / 8) % 2) * 8, bt_col = (lane / 16) * 8;
+  const typename Ops::Lane lane_at(lane);  // the lane's fragment addresses
 
   if (n_end > 0) {
     const Element* k_head = row_ptr<const Element>(args.k, b, 0, tile.h_kv);
@@ -104,14 +112,21 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
       single[hf] = sees_one_key(args, row0 + warp_row0 + g + hf * 8);
     }
 
+    if constexpr (Ops::kRoundsTiles) {
+      // Q_i and dO_i have landed (the K/V group may still be in flight): round this thread's
+      // chunks; the first barrier of the loop (or the one below) publishes them.
+      cp_async_wait<1>();
+      Ops::template round_tile<kBlockM, kD, kStride, kThreads>(sQ, tid);
+      Ops::template round_tile<kBlockM, kD, kStride, kThreads>(sdO, tid);
+    }
     uint32_t q_frag[T::kQInRegs ? kKS : 1][4], do_frag[T::kQInRegs ? kKS : 1][4];
     if constexpr (T::kQInRegs) {
-      cp_async_wait<1>();
+      if constexpr (!Ops::kRoundsTiles) cp_async_wait<1>();
       __syncthreads();
 #pragma unroll
       for (int ks = 0; ks < kKS; ++ks) {
-        ldmatrix_x4(q_frag[ks], smem_addr(sQ + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
-        ldmatrix_x4(do_frag[ks], smem_addr(sdO + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
+        Ops::load_a(q_frag[ks], FLASHREF_LANE_AT(sQ, warp_row0, ks * Ops::kK, a));
+        Ops::load_a(do_frag[ks], FLASHREF_LANE_AT(sdO, warp_row0, ks * Ops::kK, a));
       }
     }
 
@@ -125,15 +140,22 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
       } else {
         cp_async_wait<0>();
       }
-      __syncthreads();
+      if constexpr (Ops::kRoundsTiles) {
+        Ops::template round_tile<kBlockN, kD, kStride, kThreads>(sKV + stage * T::kStageElems, tid);
+        Ops::template round_tile<kBlockN, kD, kStride, kThreads>(
+            sKV + stage * T::kStageElems + kBlockN * kStride, tid);
+      }
+      __syncthreads();  // K_j and V_j have landed (rounded) and are visible to every warp
       const Element* sK = sKV + stage * T::kStageElems;
       const Element* sV = sK + kBlockN * kStride;
 
-      // Line 11: S = Q_i K_j^T; line 14: dP = dO_i V_j^T.
+      // Line 11: S = Q_i K_j^T; line 14: dP = dO_i V_j^T. A policy whose fragment loads are
+      // plain loads (kHoistsLoads) keeps the loop rolled when Q and dO are read from shared
+      // memory: unrolled, every load of the tile would be hoisted into registers.
       float acc_s[kNT][4], acc_dp[kNT][4];
       zero_tiles(acc_s);
       zero_tiles(acc_dp);
-#pragma unroll
+#pragma unroll(T::kQInRegs || !Ops::kHoistsLoads ? kKS : 1)
       for (int ks = 0; ks < kKS; ++ks) {
         uint32_t aq[4], ado[4];
         if constexpr (T::kQInRegs) {
@@ -143,18 +165,16 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
             ado[e] = do_frag[ks][e];
           }
         } else {
-          ldmatrix_x4(aq, smem_addr(sQ + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
-          ldmatrix_x4(ado, smem_addr(sdO + (warp_row0 + a_row) * kStride + ks * 16 + a_col));
+          Ops::load_a(aq, FLASHREF_LANE_AT(sQ, warp_row0, ks * Ops::kK, a));
+          Ops::load_a(ado, FLASHREF_LANE_AT(sdO, warp_row0, ks * Ops::kK, a));
         }
 #pragma unroll
-        for (int np = 0; np < kNT / 2; ++np) {
-          uint32_t bk[4], bv[4];
-          ldmatrix_x4(bk, smem_addr(sK + (np * 16 + bk_row) * kStride + ks * 16 + bk_col));
-          ldmatrix_x4(bv, smem_addr(sV + (np * 16 + bk_row) * kStride + ks * 16 + bk_col));
-          M::run(acc_s[2 * np], aq, bk[0], bk[1]);
-          M::run(acc_s[2 * np + 1], aq, bk[2], bk[3]);
-          M::run(acc_dp[2 * np], ado, bv[0], bv[1]);
-          M::run(acc_dp[2 * np + 1], ado, bv[2], bv[3]);
+        for (int nb = 0; nb < kNT / kNB; ++nb) {
+          typename Ops::BFrag bk, bv;
+          Ops::load_b_rows(bk, FLASHREF_LANE_AT(sK, nb * Ops::kBN, ks * Ops::kK, b));
+          Ops::load_b_rows(bv, FLASHREF_LANE_AT(sV, nb * Ops::kBN, ks * Ops::kK, b));
+          Ops::mma_group(acc_s, nb, aq, bk);
+          Ops::mma_group(acc_dp, nb, ado, bv);
         }
       }
 
@@ -162,7 +182,6 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
       const bool needs_mask =
           n0 + kBlockN > args.S_k ||
           (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
-      uint32_t ds_frag[kBlockN / 16][4];
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
         int limit = args.S_k;
@@ -181,11 +200,11 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dq_mma_kernel(const AttnArgs 
             acc_s[nt][e] = single[hf] ? 0.0f : fast_exp2(x) * (acc_dp[nt][e] - dsum[hf]);
           }
       }
-      pack_a_frags<Element>(ds_frag, acc_s);
-
-      // Line 16: dQ_i += dS K_j (K_j read transposed: keys are the reduction dim).
-      mma_a_frags_times_tile<Element, kBlockN / 16, kDT, kStride>(acc_dq, ds_frag, sK, bt_row,
-                                                                  bt_col);
+      // Line 16: dQ_i += dS K_j, dS rounded to the operand type (K_j read transposed: keys are
+      // the reduction dim).
+      uint32_t ds_frag[kKP][4];
+      Ops::a_frags_from_c(ds_frag, acc_s);
+      Ops::template a_frags_times_tile<kKP, kDT, kStride>(acc_dq, ds_frag, sK, lane_at);
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
   }

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/args.hpp"
-#include "kernels/ptx.cuh"
-#include "kernels/tile_io.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
 
@@ -20,7 +20,7 @@ __device__ __forceinline__ auto staged_pair(float lo, float hi) {
   if constexpr (std::is_same_v<E, float>)
     return make_float2(lo, hi);
   else
-    return Mma<E>::pack(lo, hi);
+    return pack_pair<E>(lo, hi);
 }
 template <typename E>
 using StagedPair = decltype(staged_pair<E>(0.0f, 0.0f));

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-#include "kernels/args.hpp"
-#include "kernels/causal.cuh"
-#include "kernels/tile_io.cuh"
+#include "kernels/common/args.hpp"
+#include "kernels/common/causal.cuh"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
 

@@ -1,0 +1,38 @@
+// Kernel families of the cuda backend, and the one place a family is chosen: from the device's
+// compute capability, the dtype and ExecutionOptions::allow_tf32. A family is a folder of
+// kernels under kernels/ that compiles only for the archs that can run it
+// (cuda/cmake/flashref_cuda_instances.cmake); docs/cuda.md describes each.
+#pragma once
+
+#include <string>
+
+#include "flashref/backend.hpp"
+#include "flashref/dtype.hpp"
+#include "flashref/problem.hpp"
+
+namespace flashref::cuda {
+
+enum class Family {
+  sm80,       // mma.sync m16n8k16, bf16 / f16 inputs (kernels/sm80, Sm80Fp16Ops); sm_80 and newer
+  sm80_tf32,  // mma.sync m16n8k8 on TF32, float32 inputs with allow_tf32 (kernels/sm80,
+              // Sm80Tf32Ops); sm_80 and newer
+  ffma,       // exact float32 on the FMA units (kernels/ffma); sm_80 and newer
+};
+
+const char* family_name(Family f);
+
+// The largest head dim the TF32 kernels are compiled for (32, 64, 128; kernels/sm80/configs.hpp
+// says why 256 is not).
+inline constexpr int kMaxTf32HeadDim = 128;
+
+// `arch` is the device's compute capability as major * 10 + minor (80, 86, 90, ...). Every
+// device the backend accepts (sm_80 or newer) has a family for every dtype: bf16/f16 run on
+// sm80, float32 on ffma, or on sm80_tf32 with allow_tf32. A Hopper family would be chosen here
+// from arch >= 90.
+Family choose_family(int arch, DType dtype, bool allow_tf32);
+
+// Whether family `f` runs problem `p`, and if not why (the reason names the limit and what to
+// do instead).
+Support family_supports(Family f, const Problem& p);
+
+}  // namespace flashref::cuda

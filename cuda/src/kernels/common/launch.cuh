@@ -1,0 +1,170 @@
+// Host side of every kernel family's launchers: kernel labels for error messages, the
+// shared-memory opt-in, the grids of the two schedules (kernels/common/schedule.cuh), the
+// FLASHREF_CUDA_TUNE knob and the device's multiprocessor count. A family's launchers
+// (kernels/<family>/launch.cuh) include this and their own kernels only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "check.hpp"
+#include "flashref/error.hpp"
+#include "kernels/common/args.hpp"
+#include "kernels/common/tile_io.cuh"
+
+namespace flashref::cuda {
+
+template <typename Element>
+constexpr const char* element_name() {
+  if constexpr (std::is_same_v<Element, __nv_bfloat16>)
+    return "bf16";
+  else if constexpr (std::is_same_v<Element, __half>)
+    return "f16";
+  else
+    return "f32";
+}
+
+// "fwd_mma<bf16, d=64, 128x64, 128 threads, 55296 B smem>": what an error message names.
+inline std::string kernel_label(const char* kernel, const char* element, int d, int bm, int bn,
+                                int threads, int smem) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s<%s, d=%d, %dx%d, %d threads, %d B smem>", kernel, element, d,
+                bm, bn, threads, smem);
+  return buf;
+}
+
+// Once per kernel and device: the opt-in above 48 KB of dynamic shared memory, and the
+// preference for the largest shared-memory carveout. An SM's split between L1 and shared
+// memory is set when a block lands on it idle, from that kernel's needs; without the
+// preference a grid that reaches idle SMs first (the dQ pass, launched first) leaves them
+// configured for its own blocks, and a concurrent grid with larger blocks (the dK/dV pass)
+// then fits one block per SM instead of two until the SM drains (docs/perf-notes.md, run 6).
+// The kernels stage their tiles through cp.async.cg (L2 only), so the smaller L1 costs them
+// nothing.
+inline void configure_kernel(const void* kernel, int smem, const std::string& label) {
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> configured;  // (kernel, device)
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (configured.count({kernel, device}) != 0) return;
+  if (smem > 48 * 1024) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+               label + " (raising the shared memory limit)");
+  }
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared),
+             label + " (preferring the largest shared-memory carveout)");
+  configured.insert({kernel, device});
+}
+
+template <typename Kernel>
+void launch_kernel(Kernel kernel, unsigned grid, int threads, int smem,
+                   const kernels::AttnArgs& args, cudaStream_t stream, const std::string& label) {
+  if (grid == 0) return;
+  configure_kernel(reinterpret_cast<const void*>(kernel), smem, label);
+  kernel<<<grid, threads, smem, stream>>>(args);
+  check_cuda(cudaGetLastError(), label);
+}
+
+inline unsigned grid_size(long long tiles, long long heads, long long batch) {
+  return static_cast<unsigned>(tiles * heads * batch);
+}
+
+// One block per query tile of every (query head, batch): the grid QueryTileSchedule decodes
+// (kernels/schedule.cuh). T gives the tile and the block size.
+template <typename T, typename Kernel>
+void launch_per_query_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
+                           cudaStream_t stream, const char* name, const char* element, int kD) {
+  launch_kernel(kernel, grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B),
+                T::kThreads, smem, args, stream,
+                kernel_label(name, element, kD, T::kBlockM, T::kBlockN, T::kThreads, smem));
+}
+
+// One block per key tile of every (key/value head, batch): the grid KeyTileSchedule decodes.
+template <typename T, typename Kernel>
+void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
+                         cudaStream_t stream, const char* name, const char* element, int kD) {
+  launch_kernel(kernel, grid_size(kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv, args.B),
+                T::kThreads, smem, args, stream,
+                kernel_label(name, element, kD, T::kBlockM, T::kBlockN, T::kThreads, smem));
+}
+
+// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,f32=N,f32bwd=N" picks the rejected
+// d = 64 alternatives of kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1,
+// dkdv 1-2), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the
+// backward too; kernels/ffma/configs.hpp) and the float32 backward's version (f32bwd: 0 paired
+// lanes, 1 plain). Read once; unknown keys and values fall back to 0.
+//
+// The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
+// (scripts/device-build turns it on for the GPU runs that time them): they are experiments
+// kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
+// Without it, asking for one (every non-zero value above except f32=1, which picks among the
+// default kernels) is an error that says so, never a quiet fall back to the default.
+#ifndef FLASHREF_CUDA_TUNING_VARIANTS
+#define FLASHREF_CUDA_TUNING_VARIANTS 0
+#endif
+inline constexpr bool kTuningVariants = FLASHREF_CUDA_TUNING_VARIANTS != 0;
+
+struct Tune {
+  int fwd = 0, dq = 0, dkdv = 0, f32 = 0, f32bwd = 0;
+};
+inline const Tune& tune() {
+  static const Tune t = [] {
+    Tune r;
+    const char* s = std::getenv("FLASHREF_CUDA_TUNE");
+    if (s == nullptr) return r;
+    const std::string str(s);
+    auto read = [&](const char* key, int& out, int max) {
+      const std::string k = std::string(key) + "=";
+      const auto pos = str.find(k);
+      if (pos == std::string::npos) return;
+      const int v = std::atoi(str.c_str() + pos + k.size());
+      out = v >= 0 && v <= max ? v : 0;
+    };
+    read("fwd", r.fwd, 3);
+    read("dq", r.dq, 1);
+    read("dkdv", r.dkdv, 2);
+    read("f32", r.f32, 2);
+    read("f32bwd", r.f32bwd, 1);
+    return r;
+  }();
+  if constexpr (!kTuningVariants) {
+    if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || t.f32 == 2 || t.f32bwd != 0) {
+      throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") + std::getenv("FLASHREF_CUDA_TUNE") +
+                      "\" asks for a tuning variant, and this build has none compiled (they "
+                      "are behind the CMake option FLASHREF_CUDA_TUNING_VARIANTS, OFF by "
+                      "default; f32=1 alone needs none); unset it or rebuild with "
+                      "-DFLASHREF_CUDA_TUNING_VARIANTS=ON");
+    }
+  }
+  return t;
+}
+
+// Multiprocessors of the current device, looked up once per device.
+inline int sm_count() {
+  static std::mutex mutex;
+  static std::map<int, int> counts;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = counts.find(device);
+  if (it != counts.end()) return it->second;
+  int n = 0;
+  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute(multiprocessors)");
+  counts.emplace(device, n);
+  return n;
+}
+
+}  // namespace flashref::cuda
