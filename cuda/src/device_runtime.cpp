@@ -47,7 +47,6 @@ const DeviceInfo& device_info() {
   return info;
 }
 
-
 CudaRuntime::~CudaRuntime() {
   // Freeing at process exit may find the runtime already torn down; nothing to report then.
   if (flush_ != nullptr) (void)cudaFree(flush_);

@@ -12,10 +12,10 @@ namespace flashref::cuda {
 
 // What the process's current device can do, looked up once (device_info()).
 struct DeviceInfo {
-  bool ok = false;      // a device of sm_80 or newer is there
-  std::string reason;   // why not, when !ok
-  int arch = 0;         // compute capability, major * 10 + minor (80, 86, 90, ...): the
-                        // family choice (family.hpp) reads it
+  bool ok = false;     // a device of sm_80 or newer is there
+  std::string reason;  // why not, when !ok
+  int arch = 0;        // compute capability, major * 10 + minor (80, 86, 90, ...): the
+                       // family choice (family.hpp) reads it
   bool memory_pools = false;
 };
 const DeviceInfo& device_info();

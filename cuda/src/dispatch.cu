@@ -29,15 +29,15 @@ struct Instance {
 // from the generated list of those this build has.
 Instance find_instance(Family family, DType dtype, int d) {
   const int kD = compiled_head_dim(d);
-#define FLASHREF_FIND_INSTANCE(F, T, D)                                        \
-  if (family == Family::F && dtype == DType::T && kD == D)                     \
-    return Instance{&run_forward<Family::F, DType::T, D>,                      \
-                    &run_backward<Family::F, DType::T, D>};
+#define FLASHREF_FIND_INSTANCE(F, T, D)                    \
+  if (family == Family::F && dtype == DType::T && kD == D) \
+    return Instance{&run_forward<Family::F, DType::T, D>, &run_backward<Family::F, DType::T, D>};
   FLASHREF_CUDA_INSTANCES(FLASHREF_FIND_INSTANCE)
 #undef FLASHREF_FIND_INSTANCE
   throw Unsupported(std::string("cuda backend: no kernel of the ") + family_name(family) +
-                    " family for " + std::string(dtype_name(dtype)) + " at head dim d = " +
-                    std::to_string(d) + " is compiled into this build (CMAKE_CUDA_ARCHITECTURES "
+                    " family for " + std::string(dtype_name(dtype)) +
+                    " at head dim d = " + std::to_string(d) +
+                    " is compiled into this build (CMAKE_CUDA_ARCHITECTURES "
                     "leaves the family no arch, or the instance list lacks it)");
 }
 
@@ -101,8 +101,7 @@ void forked(cudaStream_t stream, Body&& body) {
 
 }  // namespace
 
-void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype,
-                     void* stream_ptr) {
+void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const Instance instance = find_instance(family, dtype, args.d);
   // L' = L log2(e) and D = rowsum(dO * O) (Alg. 2 line 4): the exact float32 kernels take L

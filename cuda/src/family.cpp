@@ -33,12 +33,12 @@ Support family_supports(Family f, const Problem& p) {
   }
   // Refused rather than quietly running the exact kernels the caller did not ask for.
   if (f == Family::sm80_tf32 && p.d > kMaxTf32HeadDim) {
-    return {false, "allow_tf32 with head dim d = " + std::to_string(p.d) +
-                       ": the TF32 kernels are compiled for d <= " +
-                       std::to_string(kMaxTf32HeadDim) +
-                       " (at d = 256 a warp's float accumulator leaves no registers for the TF32 "
-                       "operands: every tiling spilled); without allow_tf32 the exact float32 "
-                       "kernels run d up to 256"};
+    return {false,
+            "allow_tf32 with head dim d = " + std::to_string(p.d) +
+                ": the TF32 kernels are compiled for d <= " + std::to_string(kMaxTf32HeadDim) +
+                " (at d = 256 a warp's float accumulator leaves no registers for the TF32 "
+                "operands: every tiling spilled); without allow_tf32 the exact float32 "
+                "kernels run d up to 256"};
   }
   return {};
 }

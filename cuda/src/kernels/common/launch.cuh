@@ -141,11 +141,12 @@ inline const Tune& tune() {
   }();
   if constexpr (!kTuningVariants) {
     if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || t.f32 == 2 || t.f32bwd != 0) {
-      throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") + std::getenv("FLASHREF_CUDA_TUNE") +
-                      "\" asks for a tuning variant, and this build has none compiled (they "
-                      "are behind the CMake option FLASHREF_CUDA_TUNING_VARIANTS, OFF by "
-                      "default; f32=1 alone needs none); unset it or rebuild with "
-                      "-DFLASHREF_CUDA_TUNING_VARIANTS=ON");
+      throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
+                        std::getenv("FLASHREF_CUDA_TUNE") +
+                        "\" asks for a tuning variant, and this build has none compiled (they "
+                        "are behind the CMake option FLASHREF_CUDA_TUNING_VARIANTS, OFF by "
+                        "default; f32=1 alone needs none); unset it or rebuild with "
+                        "-DFLASHREF_CUDA_TUNING_VARIANTS=ON");
     }
   }
   return t;

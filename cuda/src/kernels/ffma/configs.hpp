@@ -18,10 +18,10 @@ namespace flashref::cuda::kernels {
 // and halving the tile halves that critical path (run 2: 256 blocks of 64 rows for 132 SMs
 // left the achieved occupancy at 8.8% of 12.5%).
 // The backward traits' last argument, kPairedLanes, picks the paired-lane kernels (the
-// default) or the plain ones (kernels/ffma/bwd.cuh; FLASHREF_CUDA_TUNE f32bwd=1, a tuning variant, swaps every one for the
-// plain). Measured on the H200 (docs/perf-notes.md, run 7), paired lanes with bitwise-identical
-// results: backward 3.85 vs 4.24 ms at d = 64 (B1 H1 S16384 causal), 8.47 vs 9.84 ms at
-// d = 128 (same), 8.72 vs 9.74 ms at d = 128 (B8 H1 S4096, no mask).
+// default) or the plain ones (kernels/ffma/bwd.cuh; FLASHREF_CUDA_TUNE f32bwd=1, a tuning variant,
+// swaps every one for the plain). Measured on the H200 (docs/perf-notes.md, run 7), paired lanes
+// with bitwise-identical results: backward 3.85 vs 4.24 ms at d = 64 (B1 H1 S16384 causal), 8.47
+// vs 9.84 ms at d = 128 (same), 8.72 vs 9.74 ms at d = 128 (B8 H1 S4096, no mask).
 //   d = 128: 32 x 32 stays. Without L'_i, D_i the dK/dV block is 76,800 bytes, so 3 blocks
 //   (12 warps, at most 168 registers: __launch_bounds__ min 3) share an SM, where the plain one
 //   ran 2. A second Q_i/dO_i stage (+33 KB) would take it back to 2, and issuing the next

@@ -6,10 +6,10 @@
 #pragma once
 
 #include "kernels/common/args.hpp"
-#include "kernels/ffma/tile.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/ffma/tile.cuh"
 
 namespace flashref::cuda::kernels {
 

@@ -184,8 +184,7 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_mma_kernel(const AttnArg
           }
         } else {
           Ops::load_a(ak, FLASHREF_LANE_AT(sK, warp_row0, ks * Ops::kK, a));
-          if constexpr (T::kDoDK)
-            Ops::load_a(av, FLASHREF_LANE_AT(sV, warp_row0, ks * Ops::kK, a));
+          if constexpr (T::kDoDK) Ops::load_a(av, FLASHREF_LANE_AT(sV, warp_row0, ks * Ops::kK, a));
         }
 #pragma unroll
         for (int nb = 0; nb < kNT / kNB; ++nb) {

@@ -46,7 +46,7 @@ struct FwdMmaTraits {
   static constexpr bool kQInRegs = kQInRegs_;  // keep Q_i's mma fragments in registers
   static constexpr int kThreads = kNWarps * 32;
   static constexpr int kMT = kBlockM / (16 * kNWarps);  // 16-row mma tiles per warp
-  static constexpr int kStride = kD + Ops::kPad;  // row padding against bank conflicts
+  static constexpr int kStride = kD + Ops::kPad;        // row padding against bank conflicts
   static constexpr int kSmemBytes =
       (kBlockM + 2 * kBlockN) * kStride * static_cast<int>(sizeof(Element));
   static_assert(kBlockM % (16 * kNWarps) == 0 && kMT >= 1, "B_q must be a multiple of 16 * warps");
@@ -61,11 +61,11 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
   using Element = typename T::Element;
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kMT = T::kMT;
   constexpr int kStride = T::kStride, kThreads = T::kThreads;
-  constexpr int kNT = kBlockN / 8;       // 8-key mma tiles of S
-  constexpr int kDT = kD / 8;            // 8-column mma tiles of O
-  constexpr int kKS = kD / Ops::kK;      // reduction steps of S = Q K^T
+  constexpr int kNT = kBlockN / 8;        // 8-key mma tiles of S
+  constexpr int kDT = kD / 8;             // 8-column mma tiles of O
+  constexpr int kKS = kD / Ops::kK;       // reduction steps of S = Q K^T
   constexpr int kKP = kBlockN / Ops::kK;  // reduction steps of P~ V (A fragments of P~)
-  constexpr int kNB = Ops::kBN / 8;      // mma tiles one B load feeds
+  constexpr int kNB = Ops::kBN / 8;       // mma tiles one B load feeds
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Element* sQ = reinterpret_cast<Element*>(smem_raw);
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(T::kThreads) fwd_mma_kernel(const AttnArgs arg
     __syncthreads();  // Q_i and K_j are rounded and visible to every warp
   }
 
-  const int warp_row0 = warp * kMT * 16;  // first row of this warp inside the tile
+  const int warp_row0 = warp * kMT * 16;   // first row of this warp inside the tile
   const typename Ops::Lane lane_at(lane);  // the lane's fragment addresses
 
   uint32_t q_frag[T::kQInRegs ? kMT : 1][T::kQInRegs ? kKS : 1][4];

@@ -14,6 +14,6 @@
 // Used inside the sm80 kernels, where `lane_at` (T::Ops::Lane) and `kStride` are in scope.
 #pragma once
 
-#define FLASHREF_LANE_AT(tile, row0, col0, x)                                             \
+#define FLASHREF_LANE_AT(tile, row0, col0, x)                                                \
   (tile) + ((row0) + lane_at.x##_row) * kStride + (col0) + lane_at.x##_col, (tile), kStride, \
       (row0), (col0), lane_at.x##_row, lane_at.x##_col

@@ -65,14 +65,14 @@ struct Sm80Fp16Ops {
   }
   // B fragments of Y^T for a row-major (n x k) tile Y: its rows n0..n0+15 are the columns of
   // two mma tiles, the reduction runs along Y's rows (K_j in Q K^T, Q_i in K Q^T).
-  static __device__ __forceinline__ void load_b_rows(BFrag& b, const E* p, const E*, int, int,
-                                                     int, int, int) {
+  static __device__ __forceinline__ void load_b_rows(BFrag& b, const E* p, const E*, int, int, int,
+                                                     int, int) {
     ldmatrix_x4(b, smem_addr(p));
   }
   // B fragments of a row-major (k x n) tile Z, read transposed: reduction rows k0..k0+15,
   // columns n0..n0+15 (V_j in P~ V_j).
-  static __device__ __forceinline__ void load_b_cols(BFrag& b, const E* p, const E*, int, int,
-                                                     int, int, int) {
+  static __device__ __forceinline__ void load_b_cols(BFrag& b, const E* p, const E*, int, int, int,
+                                                     int, int) {
     ldmatrix_x4_trans(b, smem_addr(p));
   }
   // C tiles i' = kBN / 8 * i .. of c += a b, for the B load b of group i.

@@ -80,9 +80,9 @@ __device__ __forceinline__ void round_own_chunks_tf32(float* smem, int tid) {
 
 struct Sm80Tf32Ops {
   using Element = float;
-  static constexpr int kPad = 4;  // floats: the bank argument above
-  static constexpr int kK = 8;    // m16n8k8
-  static constexpr int kBN = 8;   // one B load per 8-wide mma tile
+  static constexpr int kPad = 4;               // floats: the bank argument above
+  static constexpr int kK = 8;                 // m16n8k8
+  static constexpr int kBN = 8;                // one B load per 8-wide mma tile
   static constexpr int kHeadDimMultiple = 32;  // the bank padding needs kD a multiple of 32
   static constexpr bool kRoundsTiles = true;
   static constexpr bool kHoistsLoads = true;  // plain shared-memory loads
