@@ -108,7 +108,7 @@ void require_supported(const Support& s) {
 // capability, the dtype and allow_tf32), refused with its reason (nothing launched, nothing
 // written) when the family cannot run the problem: TF32 above its compiled head dims, for one.
 Family family_for(const Problem& p, const ExecutionOptions& options) {
-  const Family f = choose_family(device_info().arch, p.dtype, options.allow_tf32);
+  const Family f = choose_family(device_info().arch, p.dtype, p.d, options.allow_tf32);
   require_supported(family_supports(f, p));
   return f;
 }
@@ -165,7 +165,7 @@ class CudaBackend final : public Backend {
     }
     // What the family that would run it needs (the head dim's multiple; allow_tf32's limits are
     // checked when the options are known, in forward() and backward()).
-    const Support family = family_supports(choose_family(info.arch, p.dtype, false), p);
+    const Support family = family_supports(choose_family(info.arch, p.dtype, p.d, false), p);
     if (!family.ok) return family;
     // Sequence indices are 32-bit inside the kernels (offsets are 64-bit), and the grid is one
     // dimension of at most 2^31 - 1 blocks of at least 16 rows.

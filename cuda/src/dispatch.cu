@@ -20,31 +20,45 @@ int workspace_rows(int S_q) {
 
 namespace {
 
-struct Instance {
-  void (*forward)(const kernels::AttnArgs&, cudaStream_t);
-  void (*backward)(const kernels::AttnArgs&, cudaStream_t, cudaStream_t);
-};
+using ForwardFn = void (*)(const kernels::AttnArgs&, cudaStream_t);
+using BackwardFn = void (*)(const kernels::AttnArgs&, cudaStream_t, cudaStream_t);
 
-// The one run-time -> compile-time step: the instance of (family, dtype, compiled head dim),
-// from the generated list of those this build has.
-Instance find_instance(Family family, DType dtype, int d) {
-  const int kD = compiled_head_dim(d);
-#define FLASHREF_FIND_INSTANCE(F, T, D)                    \
-  if (family == Family::F && dtype == DType::T && kD == D) \
-    return Instance{&run_forward<Family::F, DType::T, D>, &run_backward<Family::F, DType::T, D>};
-  FLASHREF_CUDA_INSTANCES(FLASHREF_FIND_INSTANCE)
-#undef FLASHREF_FIND_INSTANCE
-  throw Unsupported(std::string("cuda backend: no kernel of the ") + family_name(family) +
-                    " family for " + std::string(dtype_name(dtype)) +
+[[noreturn]] void not_compiled(Family family, DType dtype, int d, const char* pass) {
+  throw Unsupported(std::string("cuda backend: no ") + pass + " kernel of the " +
+                    family_name(family) + " family for " + std::string(dtype_name(dtype)) +
                     " at head dim d = " + std::to_string(d) +
                     " is compiled into this build (CMAKE_CUDA_ARCHITECTURES "
                     "leaves the family no arch, or the instance list lacks it)");
 }
 
+// The one run-time -> compile-time step: the instance of (family, dtype, compiled head dim),
+// from the generated lists of those this build has.
+ForwardFn find_forward(Family family, DType dtype, int d) {
+  const int kD = compiled_head_dim(d);
+#define FLASHREF_FIND_FORWARD(F, T, D)                     \
+  if (family == Family::F && dtype == DType::T && kD == D) \
+    return &run_forward<Family::F, DType::T, D>;
+  FLASHREF_CUDA_INSTANCES(FLASHREF_FIND_FORWARD)
+#undef FLASHREF_FIND_FORWARD
+  not_compiled(family, dtype, d, "forward");
+}
+
+// A family without a backward of its own runs its backward family's (family.hpp).
+BackwardFn find_backward(Family family, DType dtype, int d) {
+  family = backward_family(family);
+  const int kD = compiled_head_dim(d);
+#define FLASHREF_FIND_BACKWARD(F, T, D)                    \
+  if (family == Family::F && dtype == DType::T && kD == D) \
+    return &run_backward<Family::F, DType::T, D>;
+  FLASHREF_CUDA_BACKWARD_INSTANCES(FLASHREF_FIND_BACKWARD)
+#undef FLASHREF_FIND_BACKWARD
+  not_compiled(family, dtype, d, "backward");
+}
+
 }  // namespace
 
 void launch_forward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream_ptr) {
-  find_instance(family, dtype, args.d).forward(args, static_cast<cudaStream_t>(stream_ptr));
+  find_forward(family, dtype, args.d)(args, static_cast<cudaStream_t>(stream_ptr));
 }
 
 // kNaturalLog: L itself in the workspace (the exact float32 kernels); otherwise L log2(e)
@@ -103,7 +117,7 @@ void forked(cudaStream_t stream, Body&& body) {
 
 void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
-  const Instance instance = find_instance(family, dtype, args.d);
+  const BackwardFn backward = find_backward(family, dtype, args.d);
   // L' = L log2(e) and D = rowsum(dO * O) (Alg. 2 line 4): the exact float32 kernels take L
   // itself (kNaturalLog), the tensor-core ones L log2(e).
   switch (dtype) {
@@ -120,7 +134,7 @@ void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype, 
       run_preprocess<__half, false>(args, stream, "f16");
       break;
   }
-  forked(stream, [&](cudaStream_t side) { instance.backward(args, stream, side); });
+  forked(stream, [&](cudaStream_t side) { backward(args, stream, side); });
 }
 
 }  // namespace flashref::cuda

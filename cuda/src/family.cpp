@@ -1,6 +1,9 @@
 #include "family.hpp"
 
+#include <cstdlib>
 #include <string>
+
+#include "flashref/error.hpp"
 
 namespace flashref::cuda {
 
@@ -12,19 +15,47 @@ const char* family_name(Family f) {
       return "sm80_tf32";
     case Family::ffma:
       return "ffma";
+    case Family::sm90:
+      return "sm90";
   }
   return "?";
 }
 
-Family choose_family(int arch, DType dtype, bool allow_tf32) {
-  (void)arch;  // every accepted device (sm_80 and newer) runs the sm80 and ffma families
-  if (dtype != DType::f32) return Family::sm80;
-  return allow_tf32 ? Family::sm80_tf32 : Family::ffma;
+namespace {
+
+// FLASHREF_CUDA_FAMILY, read once: whether bf16/f16 may run on the sm90 family.
+bool hopper_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("FLASHREF_CUDA_FAMILY");
+    if (v == nullptr || std::string(v).empty() || std::string(v) == "auto") return true;
+    if (std::string(v) == "sm80") return false;
+    throw InvalidArgument("FLASHREF_CUDA_FAMILY",
+                          std::string("\"") + v +
+                              "\" is not a family choice: use auto (the default: sm90 on Hopper "
+                              "where it runs the problem) or sm80 (the mma.sync kernels)");
+  }();
+  return allowed;
+}
+
+}  // namespace
+
+Family choose_family(int arch, DType dtype, long long d, bool allow_tf32) {
+  if (dtype == DType::f32) return allow_tf32 ? Family::sm80_tf32 : Family::ffma;
+  // sm90 is compiled for head dims 64 and 128: d in 33..128 runs there (padded up), the rest on
+  // sm80 (docs/cuda.md). sm_90a code runs on compute capability 9.0 only.
+  // A build without 90a in CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
+#ifdef FLASHREF_CUDA_FOLDER_SM90
+  if (arch == 90 && d > 32 && d <= 128 && d % 8 == 0 && hopper_allowed()) return Family::sm90;
+#else
+  (void)arch;
+  (void)d;
+#endif
+  return Family::sm80;
 }
 
 Support family_supports(Family f, const Problem& p) {
   // Rows move in 16-byte vectors: 8 elements of bf16/f16, 4 of float32.
-  const long long chunk = f == Family::sm80 ? 8 : 4;
+  const long long chunk = f == Family::sm80 || f == Family::sm90 ? 8 : 4;
   if (p.d % chunk != 0) {
     return {false, "head dim d = " + std::to_string(p.d) + " is not a multiple of " +
                        std::to_string(chunk) + " (the " + std::string(dtype_name(p.dtype)) +

@@ -17,7 +17,13 @@ enum class Family {
   sm80_tf32,  // mma.sync m16n8k8 on TF32, float32 inputs with allow_tf32 (kernels/sm80,
               // Sm80Tf32Ops); sm_80 and newer
   ffma,       // exact float32 on the FMA units (kernels/ffma); sm_80 and newer
+  sm90,       // wgmma, TMA and warp specialization (kernels/sm90), bf16 / f16 at compiled head
+              // dims 64 and 128; sm_90a only. The forward: its backward is sm80's
 };
+
+// The family whose backward kernels a family's backward runs: its own, or sm80's for sm90 (the
+// Hopper backward is not written yet; the mma.sync backward runs on Hopper).
+constexpr Family backward_family(Family f) { return f == Family::sm90 ? Family::sm80 : f; }
 
 const char* family_name(Family f);
 
@@ -27,9 +33,13 @@ inline constexpr int kMaxTf32HeadDim = 128;
 
 // `arch` is the device's compute capability as major * 10 + minor (80, 86, 90, ...). Every
 // device the backend accepts (sm_80 or newer) has a family for every dtype: bf16/f16 run on
-// sm80, float32 on ffma, or on sm80_tf32 with allow_tf32. A Hopper family would be chosen here
-// from arch >= 90.
-Family choose_family(int arch, DType dtype, bool allow_tf32);
+// sm90 on Hopper (arch 90) at the head dims it is compiled for (d in 33..128: compiled 64 and
+// 128), otherwise on sm80; float32 on ffma, or on sm80_tf32 with allow_tf32.
+//
+// The environment variable FLASHREF_CUDA_FAMILY=sm80 keeps bf16/f16 on the mma.sync kernels on
+// a Hopper GPU (to compare the two families on one card); "auto" or unset chooses as above.
+// Any other value is an InvalidArgument naming the variable.
+Family choose_family(int arch, DType dtype, long long d, bool allow_tf32);
 
 // Whether family `f` runs problem `p`, and if not why (the reason names the limit and what to
 // do instead).

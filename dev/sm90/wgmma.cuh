@@ -1,6 +1,6 @@
 // Hopper (sm_90a) building blocks for the wgmma experiments in dev/sm90: shared-memory matrix
 // descriptors for the 128-byte swizzle, the swizzled placement of a 16-byte chunk, and the
-// warpgroup MMA wrappers (wgmma_generated.inc, written by gen_wgmma.py).
+// warpgroup MMA wrappers (the library's cuda/src/kernels/sm90/wgmma_generated.inc).
 //
 // Shared-memory tiles here are "column blocks" of 64 16-bit elements (128 bytes) per row: a
 // tile of R rows and kD columns is kD / 64 blocks of R x 128 bytes, one after the other, each
@@ -75,7 +75,8 @@ struct WgmmaSS;  // D(64 x N) (+)= A(64 x 16, smem, K-major) B(16 x N, smem, K-m
 template <typename Element, int N>
 struct WgmmaRS;  // D(64 x N) (+)= A(64 x 16, registers) B(16 x N, smem, MN-major)
 
-#include "wgmma_generated.inc"
+// The generated specializations are the library's (cuda/src/kernels/sm90/gen_wgmma.py).
+#include "../../cuda/src/kernels/sm90/wgmma_generated.inc"
 
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool pred) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),

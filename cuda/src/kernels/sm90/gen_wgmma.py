@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes wgmma_generated.inc: the WgmmaSS / WgmmaRS specializations (bf16 and f16, N = 64 and
-128) as inline PTX. Each wgmma names every accumulator register, so the asm operand lists are
-long and regular: generated rather than typed.   python3 dev/sm90/gen_wgmma.py"""
+"""Writes wgmma_generated.inc (beside this file): the WgmmaSS / WgmmaRS specializations of
+wgmma.cuh (bf16 and f16, N = 64 and 128) as inline PTX. Each wgmma names every accumulator register, so the asm operand lists are
+long and regular: generated rather than typed.   python3 cuda/src/kernels/sm90/gen_wgmma.py"""
 import os
 
 
@@ -17,7 +17,7 @@ def gen(kind, n, dt):
         tail = "1, 1, 1"
         ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)'
         sig = "const uint32_t (&a)[4], uint64_t desc_b, int scale_d"
-    elem = "bf16_t" if dt == "bf16" else "f16_t"
+    elem = "__nv_bfloat16" if dt == "bf16" else "__half"
     regs = [f"%{i}" for i in range(nreg)]
     lines = [", ".join(regs[i:i + 16]) for i in range(0, nreg, 16)]
     outs = [f'"+f"(d[{i}])' for i in range(nreg)]

@@ -1,0 +1,307 @@
+// Forward pass on Hopper (sm_90a): Algorithm 1 for one query tile per thread block, on wgmma,
+// with the tiles brought by the TMA and the block split by role (FlashAttention-3's structure).
+//
+// Grid: one block per (query tile, head, batch), longest query tiles first (QueryTileSchedule).
+// Warpgroup 0 is the producer: after lending its registers (setmaxnreg), one thread loads Q_i
+// and then, for each key tile j and stage s = j mod kStages, waits for s to be empty and loads
+// K_j and V_j into it, each completing on its own "full" mbarrier. Warpgroups 1..kConsumers are
+// the consumers, each owning 64 query rows; they wait on "full" and arrive on "empty".
+//
+// A consumer, per key tile j (walked from the last to the first, so the masked tiles come
+// first), with the products pipelined so that the softmax runs under a product:
+//   S_j = Q_i K_j^T                  wgmma m64n{B_k}k16, Q and K from shared memory (line 9)
+//   O += P~_{j-1} V_{j-1}            wgmma m64n{d}k16, P~ from registers, V MN-major (line 13)
+//   wait for S_j; m, P~_j, l          lines 10-12 in the log2 domain, under the P~ V product
+//   wait for P~ V; O *= 2^(m_{j-1} - m_j); release the stage of j-1
+// and the last P~ V after the loop; then O / l and L (lines 15-16), written from registers.
+// With kPingPong the consumers take turns issuing their pair of products (named barriers), so
+// one warpgroup's softmax runs while another's products do.
+#pragma once
+
+#include <cuda.h>
+
+#include "kernels/common/args.hpp"
+#include "kernels/common/epilogue.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/common/tile_io.cuh"
+#include "kernels/sm90/hopper.cuh"
+#include "kernels/sm90/wgmma.cuh"
+
+namespace flashref::cuda::kernels::sm90 {
+
+template <typename Element_, int kD_, int kConsumers_, int kStages_, bool kPingPong_>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr int kD = kD_;                // compiled head dim (d <= kD; TMA zero-fills)
+  static constexpr int kConsumers = kConsumers_;  // warpgroups of 64 query rows
+  static constexpr int kStages = kStages_;      // K/V stages in shared memory
+  static constexpr bool kPingPong = kPingPong_;
+  static constexpr int kBlockM = 64 * kConsumers;  // B_q
+  static constexpr int kBlockN = 128;              // B_k
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kColBlocks = kD / kBlockCols;
+  static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
+  static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
+  // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
+  // per stage).
+  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (1 + 3 * kStages);
+  // Registers per thread after setmaxnreg (multiples of 8 that fill the 64K): the producer
+  // keeps few, the consumers take the rest.
+  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 24;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+  static_assert(kD % kBlockCols == 0, "the sm90 forward is compiled for d = 64 and 128");
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+};
+
+// Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
+// domain, -inf past S_k and above the diagonal, the running max m, P~ = 2^(s - m), the running
+// sum l; alpha = 2^(m_old - m) per row for the rescale of O.
+template <int kBlockN>
+__device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
+                                               float (&row_l)[2], float (&alpha)[2],
+                                               bool needs_mask, const int (&limit)[2], int n0,
+                                               int t, float scale_log2) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float m = row_m[hf];
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& s = acc_s[4 * i + 2 * hf + e];
+        s *= scale_log2;
+        if (needs_mask && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
+        m = fmaxf(m, s);
+      }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+    // A row that has seen no visible key yet keeps m = -inf; its P~ and alpha are 0, not NaN.
+    const float m_base = m == -INFINITY ? 0.0f : m;
+    alpha[hf] = fast_exp2(row_m[hf] - m_base);
+    row_m[hf] = m;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& s = acc_s[4 * i + 2 * hf + e];
+        s = fast_exp2(s - m_base);
+        sum += s;
+      }
+    row_l[hf] = alpha[hf] * row_l[hf] + sum;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q,
+                     const __grid_constant__ CUtensorMap tmap_k,
+                     const __grid_constant__ CUtensorMap tmap_v, const AttnArgs args) {
+  using Element = typename T::Element;
+  constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kStages = T::kStages;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + kSwizzleAtom - 1) & ~uint32_t(kSwizzleAtom - 1);
+  const uint32_t sQ = base;
+  auto sK = [&](int st) { return base + T::kQBytes + st * 2 * T::kKVBytes; };
+  auto sV = [&](int st) { return sK(st) + T::kKVBytes; };
+  const uint32_t bar_q = base + T::kTileBytes;
+  auto bar_k = [&](int st) { return bar_q + 8 * (1 + st); };
+  auto bar_v = [&](int st) { return bar_q + 8 * (1 + kStages + st); };
+  auto bar_empty = [&](int st) { return bar_q + 8 * (1 + 2 * kStages + st); };
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
+  int n_end = ceil_div(args.S_k, kBlockN);
+  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
+
+  Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
+  float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
+  if (n_end == 0) {  // no row of the tile sees a key: O = 0, L = -inf
+    write_fully_masked_tile<kBlockM, kD, T::kThreads>(o_tile, args.o.row_stride, lse_rows,
+                                                      rows_valid, args.d, tid);
+    return;
+  }
+
+  if (tid == 0) {
+    mbar_init(bar_q, 1);
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(bar_k(st), 1);
+      mbar_init(bar_v(st), 1);
+      mbar_init(bar_empty(st), 128 * T::kConsumers);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<T::kProducerRegs>();
+    if (tid == 0) {
+      // Alg. 1 line 5: load Q_i.
+      mbar_expect_tx(bar_q, T::kQBytes);
+#pragma unroll
+      for (int cb = 0; cb < T::kColBlocks; ++cb)
+        tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kBlockCols, row0, h,
+                    b);
+      // Line 8, for every key tile, into the next free stage.
+      int it = 0;
+      for (int n = n_end - 1; n >= 0; --n, ++it) {
+        const int st = it % kStages;
+        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
+        mbar_expect_tx(bar_k(st), T::kKVBytes);
+#pragma unroll
+        for (int cb = 0; cb < T::kColBlocks; ++cb)
+          tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k(st),
+                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
+        mbar_expect_tx(bar_v(st), T::kKVBytes);
+#pragma unroll
+        for (int cb = 0; cb < T::kColBlocks; ++cb)
+          tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v(st),
+                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<T::kConsumerRegs>();
+  const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
+
+  // Keys < limit are visible to the thread's two rows.
+  int limit[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int64_t last = static_cast<int64_t>(row0 + r_lo + hf * 8) + args.causal_offset;
+    limit[hf] = args.causal ? static_cast<int>(max64(0, min64(args.S_k, last + 1))) : args.S_k;
+  }
+  // Only tiles that cross the diagonal or the end of the keys compare indices.
+  auto needs_mask = [&](int n0) {
+    return n0 + kBlockN > args.S_k ||
+           (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
+  };
+  auto issue_s = [&](float (&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
+      const uint64_t a = make_smem_desc(
+          sQ + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
+          kSwizzleAtom);
+      const uint64_t bk =
+          make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
+      WgmmaSS<Element, kBlockN>::run(acc_s, a, bk, ks > 0 ? 1 : 0);
+    }
+  };
+  float acc_o[kD / 2];
+  auto issue_pv = [&](const uint32_t (&p)[kBlockN / 16][4], int st) {  // O += P~ V_j
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t bv = make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes),
+                                         kBlockN * kSwizzleBytes, kSwizzleAtom);
+      WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
+    }
+  };
+  // P~ rounded to the input type, as the A fragments of the P~ V product.
+  auto pack_p = [&](uint32_t (&p)[kBlockN / 16][4], const float (&acc_s)[kBlockN / 2]) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        p[kk][e] = pack_pair<Element>(acc_s[8 * kk + 2 * e], acc_s[8 * kk + 2 * e + 1]);
+  };
+  // Ping-pong: consumer c issues its products after barrier 1 + c, then lets the next go (the
+  // last one skips its final signal, which no consumer would wait for).
+  auto take_turn = [&]() {
+    if constexpr (T::kPingPong) named_bar_sync(1 + c, 256);
+  };
+  auto pass_turn = [&](int n) {
+    if constexpr (T::kPingPong) {
+      if (!(c == T::kConsumers - 1 && n == 0)) named_bar_arrive(1 + (c + 1) % T::kConsumers, 256);
+    }
+  };
+
+  // Alg. 1 line 6: O = 0, l = 0, m = -inf.
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f}, alpha[2];
+  uint32_t p_frag[kBlockN / 16][4];
+  if constexpr (T::kPingPong) {
+    if (c == T::kConsumers - 1) named_bar_arrive(1, 256);  // consumer 0 goes first
+  }
+  mbar_wait(bar_q, 0);
+
+  // The first key tile visited: S, softmax and P~ (no P~ V yet).
+  int n = n_end - 1;
+  {
+    float acc_s[kBlockN / 2];
+    mbar_wait(bar_k(0), 0);
+    take_turn();
+    wgmma_fence();
+    issue_s(acc_s, 0);
+    wgmma_commit();
+    pass_turn(n);
+    wgmma_wait<0>();
+    fence_registers(acc_s);
+    online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
+                            n * kBlockN, t, args.scale_log2);
+    pack_p(p_frag, acc_s);
+  }
+  int it = 1;
+  for (--n; n >= 0; --n, ++it) {
+    const int st = it % kStages, st_prev = (it - 1) % kStages;
+    float acc_s[kBlockN / 2];
+    mbar_wait(bar_k(st), (it / kStages) & 1);
+    mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
+    take_turn();
+    wgmma_fence();
+    issue_s(acc_s, st);
+    wgmma_commit();
+    issue_pv(p_frag, st_prev);
+    wgmma_commit();
+    pass_turn(n);
+    wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
+    fence_registers(acc_s);
+    online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
+                            n * kBlockN, t, args.scale_log2);
+    wgmma_wait<0>();
+    fence_registers(acc_o);
+    mbar_arrive(bar_empty(st_prev));
+    // Line 13's first term: O = diag(2^(m_{j-1} - m_j)) O.
+#pragma unroll
+    for (int i = 0; i < kD / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
+    pack_p(p_frag, acc_s);
+  }
+  {  // the last P~ V
+    const int st_prev = (it - 1) % kStages;
+    mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
+    wgmma_fence();
+    issue_pv(p_frag, st_prev);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_registers(acc_o);
+    mbar_arrive(bar_empty(st_prev));
+  }
+
+  // Lines 15-16: O = O / l, L = ln 2 (m' + log2 l) (natural log), written from registers; a row
+  // that saw no key gets O = 0 and L = -inf.
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float l = row_l[hf];
+    l += __shfl_xor_sync(0xffffffff, l, 1);
+    l += __shfl_xor_sync(0xffffffff, l, 2);
+    const int r = r_lo + hf * 8;
+    if (r >= rows_valid) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    Element* o_row = o_tile + static_cast<int64_t>(r) * args.o.row_stride;
+#pragma unroll
+    for (int i = 0; i < kD / 8; ++i)
+      if (8 * i + 2 * t < args.d)
+        *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
+            pack_pair<Element>(acc_o[4 * i + 2 * hf] * inv, acc_o[4 * i + 2 * hf + 1] * inv);
+    if (t == 0) lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+  }
+}
+
+}  // namespace flashref::cuda::kernels::sm90

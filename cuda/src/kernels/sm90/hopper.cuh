@@ -1,0 +1,118 @@
+// Hopper (sm_90a) instructions the sm90 family uses, as small wrappers in the manner of
+// kernels/common/ptx.cuh: shared-memory matrix descriptors for wgmma, wgmma's fences, mbarriers,
+// TMA tensor loads, setmaxnreg and named barriers. The wgmma instructions themselves are in
+// wgmma.cuh.
+//
+// Tiles in shared memory are "column blocks" of 64 16-bit elements (128 bytes) per row: a tile
+// of R rows and kD columns is kD / 64 blocks of R x 128 bytes, one after the other, each starting
+// on a 1024-byte boundary. Inside a block, row r's 16-byte chunk c sits at chunk c ^ (r % 8):
+// the 128-byte swizzle (address bits [4:6] ^= bits [7:9]) that TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B and wgmma reads, and that puts the 8 rows of a core matrix in 8
+// different bank groups.
+//
+// Descriptors (PTX ISA, "Matrix Descriptor Format"; byte offsets are stored >> 4):
+//   K-major  (Q and K as the A and B of S = Q K^T: the reduction dim d is contiguous):
+//     SBO = 1024 bytes (the next 8 rows); LBO is unused with a swizzle (1).
+//     A k-step of 16 elements is +32 bytes inside a block; the next block starts a new one.
+//   MN-major (V as the B of O = P V: the output dim d is contiguous, keys are rows):
+//     SBO = 1024 bytes (the next 8 keys), LBO = one column block (the next 64 output columns).
+//     A k-step of 16 keys is +2048 bytes.
+#pragma once
+
+#include <cstdint>
+
+namespace flashref::cuda::kernels::sm90 {
+
+inline constexpr int kSwizzleBytes = 128;  // one row of a column block
+inline constexpr int kBlockCols = 64;      // 16-bit elements per row of a column block
+inline constexpr int kSwizzleAtom = 1024;  // 8 rows: where the swizzle pattern repeats
+
+__device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t lbo_bytes,
+                                                   uint32_t sbo_bytes) {
+  uint64_t desc = static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+  desc |= static_cast<uint64_t>((lbo_bytes & 0x3FFFF) >> 4) << 16;
+  desc |= static_cast<uint64_t>((sbo_bytes & 0x3FFFF) >> 4) << 32;
+  desc |= static_cast<uint64_t>(1) << 62;  // 128-byte swizzle; base offset 0 (1024-aligned)
+  return desc;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Waits until at most N of this warpgroup's committed wgmma groups are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads or writes of accumulator registers across a wgmma wait.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// A stage's "full" barrier completes when the TMA has written every byte announced with
+// expect_tx; its "empty" barrier completes when every consumer thread has arrived (done
+// reading). Waits are by phase parity: a fresh barrier is in phase 0, so a wait for parity 1
+// returns at once (how the producer finds every stage free at the start).
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// Makes the barriers' initialization visible to the TMA unit before the first load uses them.
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// One box of a 4-D tensor map (d, S, H, B) into shared memory, completing on `bar`. Rows past
+// the tensor's S and columns past its d are zero-filled: partial tiles and padded head dims
+// need no predicate.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map, uint32_t bar,
+                                            int col, int row, int head, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(col), "r"(row), "r"(head), "r"(batch),
+      "r"(bar)
+      : "memory");
+}
+
+// Register reallocation between warpgroups (needs a register cap at entry: the kernel's
+// __launch_bounds__(threads, 1)).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads) among `threads` threads: sync waits for the
+// count, arrive counts itself and goes on.
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace flashref::cuda::kernels::sm90

@@ -1,0 +1,82 @@
+// Launchers of the sm90 family (wgmma, TMA, warp specialization; sm_90a only): the TMA tensor
+// maps of Q, K and V and the forward's grid. sm90::forward is what the generated instantiation
+// files (inst/sm90_*.cu, cuda/cmake/flashref_cuda_instances.cmake) call. The family has no
+// backward of its own yet: dispatch.cu runs the sm80 family's for it (family.hpp).
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "flashref/dtype.hpp"
+#include "flashref/error.hpp"
+#include "kernels/common/launch.cuh"
+#include "kernels/sm90/configs.hpp"
+
+namespace flashref::cuda::sm90 {
+
+// cuTensorMapEncodeTiled from the driver, found through the runtime (no -lcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    check_cuda(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                cudaEnableDefault, &found),
+               "looking up cuTensorMapEncodeTiled");
+    if (fn == nullptr || found != cudaDriverEntryPointSuccess)
+      throw Unsupported("cuda backend: the driver has no cuTensorMapEncodeTiled (TMA), which the "
+                        "sm90 family needs");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// A 4-D (d, S, H, B) tensor map over a (B, S, H, d) tensor of 16-bit elements: boxes of 64
+// columns x `rows` rows, 128-byte swizzled (kernels/sm90/hopper.cuh). Coordinates past S or d
+// read as zeros.
+inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType type, int d, int S,
+                              int heads, int batch, int rows, const char* what) {
+  CUtensorMap map;
+  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(S), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(t.row_stride) * 2, cuuint64_t(t.head_stride) * 2,
+                                 cuuint64_t(t.batch_stride) * 2};
+  const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kBlockCols), cuuint32_t(rows), 1, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUresult r = tensor_map_encoder()(
+      &map, type, 4, t.ptr, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Unsupported(std::string("cuda backend: the sm90 forward's TMA descriptor of ") + what +
+                      " was refused (CUresult " + std::to_string(int(r)) + "; d = " +
+                      std::to_string(d) + ", strides " + std::to_string(t.row_stride) + "/" +
+                      std::to_string(t.head_stride) + "/" + std::to_string(t.batch_stride) +
+                      " elements)");
+  return map;
+}
+
+// O and L (Alg. 1).
+template <DType kDtype, int kD>
+void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
+  using T = typename kernels::sm90::FwdConfig<Element, kD>::Traits;
+  const CUtensorMapDataType type =
+      kDtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
+  const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
+  const CUtensorMap v = tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
+  const unsigned grid = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
+  if (grid == 0) return;
+  const std::string label = kernel_label("fwd_wgmma", element_name<Element>(), kD, T::kBlockM,
+                                         T::kBlockN, T::kThreads, T::kSmemBytes);
+  const auto kernel = kernels::sm90::fwd_wgmma_kernel<T>;
+  configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, args);
+  check_cuda(cudaGetLastError(), label);
+}
+
+}  // namespace flashref::cuda::sm90
