@@ -39,6 +39,11 @@ CONFIGS = {
     # accuracy) whatever the flag says, so its "f32" row is its only float32 number.
     "f32-tf32": (1, 1, 16384, 64, torch.float32, True, ("naive",)),
 }
+# FlashAttention-3's benchmark grid (B * S = 32k, H = 16, causal): the peers of `flashref
+# bench`'s fa3grid rows in scripts/device-run.
+for _s in (1024, 2048, 4096, 8192, 16384, 32768):
+    for _d in (64, 128):
+        CONFIGS[f"fa3grid-s{_s}-d{_d}"] = (32768 // _s, 16, _s, _d, torch.bfloat16, True, ("flash", "cudnn"))
 TF32_CONFIGS = {"f32-tf32"}
 
 
