@@ -12,7 +12,7 @@
 #include "flashref/cpu/faults.hpp"
 #include "flashref/error.hpp"
 #include "flashref/reference/gold.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
 #include "flashref/verify/runner.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "flashref/backend.hpp"
 #include "flashref/cpu/faults.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
 #include "flashref/verify/report.hpp"
 #include "flashref/verify/verification.hpp"
 

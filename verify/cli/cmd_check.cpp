@@ -9,7 +9,7 @@
 
 #include "command.hpp"
 #include "flashref/error.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
 #include "flashref/verify/report.hpp"
 #include "npy_problem.hpp"
 

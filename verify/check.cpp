@@ -4,7 +4,7 @@
 
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
 #include "flashref/verify/runner.hpp"
 
 namespace flashref::verify {

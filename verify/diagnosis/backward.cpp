@@ -4,7 +4,7 @@
 
 #include <xtensor/xview.hpp>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 #include "flashref/verify/host_tensor.hpp"
 
 namespace flashref::verify::diagnosis {

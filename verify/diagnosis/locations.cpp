@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 
 namespace flashref::verify::diagnosis {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "flashref/params.hpp"
 #include "flashref/reference/gold.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
 
 namespace flashref::verify::diagnosis {
 

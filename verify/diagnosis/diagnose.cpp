@@ -1,7 +1,7 @@
 // The diagnosis: builds the problem the hypotheses are tested on, lets every hypothesis family
 // propose its variants, keeps per failed tensor the one that fits best, then looks for location
 // patterns in what no hypothesis explains. See diagnosis.hpp.
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include <xtensor/xview.hpp>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/npy.hpp"
 

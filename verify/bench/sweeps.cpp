@@ -1,4 +1,4 @@
-#include "flashref/verify/sweeps.hpp"
+#include "flashref/verify/bench/sweeps.hpp"
 
 #include <string>
 

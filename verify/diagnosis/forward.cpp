@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 
 namespace flashref::verify::diagnosis {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <xtensor/xview.hpp>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 
 namespace flashref::verify::diagnosis {
 namespace {
