@@ -38,7 +38,7 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
 
   CheckResult result;
   result.tensors =
-      judge(p, kForwardTensors, gold, noise, baseline.values, candidate, tile_q, tile_k);
+      judge(p, kForwardTensors, candidate, baseline.values, gold, noise, tile_q, tile_k);
   if (backward) {
     // Gradients are judged given the O and L the candidate's backward received.
     const GradientBaseline choice = choose_gradient_baseline(result.tensors, "the candidate");
@@ -51,9 +51,9 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
       const xt::xtensor<float, 3> lse = xt::cast<float>(candidate.at(TensorId::L));
       given = run_backward_from(*reference, data, run, o, lse);
     }
-    for (TensorReport& t : judge(p, kBackwardTensors, gold, noise,
-                                 given ? given->values : baseline.values, candidate, tile_q,
-                                 tile_k)) {
+    for (TensorReport& t :
+         judge(p, kBackwardTensors, candidate, given ? given->values : baseline.values, gold, noise,
+               tile_q, tile_k)) {
       result.tensors.push_back(std::move(t));
     }
   }

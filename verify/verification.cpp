@@ -81,15 +81,15 @@ TensorReport judge(TensorId id, const Problem& p, const xt::xarray<double>& cand
 }
 
 std::vector<TensorReport> judge(const Problem& p, std::span<const TensorId> ids,
-                                const TensorSet& gold, const ScoreNoise& noise,
-                                const TensorSet& baseline, const TensorSet& candidate,
-                                std::int64_t tile_q, std::int64_t tile_k) {
+                                const TensorSet& candidate, const TensorSet& baseline,
+                                const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
+                                std::int64_t tile_k) {
   std::vector<TensorReport> out;
   for (TensorId id : ids) {
     if (!candidate.has(id)) continue;
     const std::int64_t tile = seq_axis(id) == SeqAxis::query ? tile_q : tile_k;
-    out.push_back(judge(id, p, candidate.at(id), baseline.at(id), gold.at(id),
-                        noise.max_sigma(id), tile));
+    out.push_back(
+        judge(id, p, candidate.at(id), baseline.at(id), gold.at(id), noise.max_sigma(id), tile));
   }
   return out;
 }
@@ -157,7 +157,7 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
         own = run_backend(*candidates[i], data, run);
       }
       const RunOutputs& candidate = own ? *own : baseline;
-      b.tensors = judge(c.problem, kForwardTensors, gold, noise, baseline.values, candidate.values,
+      b.tensors = judge(c.problem, kForwardTensors, candidate.values, baseline.values, gold, noise,
                         tile_q, tile_k);
       if (c.backward) {
         // Gradients are judged given the O and L the candidate's backward received, when they
@@ -170,9 +170,9 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
         if (choice.inputs == BackwardInputs::candidate && own) {
           given = run_backward_from(*reference, data, baseline_run, own->o, own->lse);
         }
-        for (TensorReport& t : judge(c.problem, kBackwardTensors, gold, noise,
-                                     given ? given->values : baseline.values, candidate.values,
-                                     tile_q, tile_k)) {
+        for (TensorReport& t :
+             judge(c.problem, kBackwardTensors, candidate.values,
+                   given ? given->values : baseline.values, gold, noise, tile_q, tile_k)) {
           b.tensors.push_back(std::move(t));
         }
       }

@@ -70,9 +70,9 @@ TensorReport judge(TensorId id, const Problem& problem, const xt::xarray<double>
 // and `baseline` must have every tensor judged. For the gradients, `baseline` holds the baseline
 // backward's gradients chosen by choose_gradient_baseline.
 std::vector<TensorReport> judge(const Problem& problem, std::span<const TensorId> ids,
-                                const TensorSet& gold, const ScoreNoise& noise,
-                                const TensorSet& baseline, const TensorSet& candidate,
-                                std::int64_t tile_q, std::int64_t tile_k);
+                                const TensorSet& candidate, const TensorSet& baseline,
+                                const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
+                                std::int64_t tile_k);
 
 struct GradientBaseline {
   BackwardInputs inputs = BackwardInputs::none;
