@@ -4,16 +4,16 @@
 
 namespace flashref::verify {
 
-GoldOutputs compute_gold(const ProblemData& data, bool backward) {
-  GoldOutputs gold;
+TensorSet compute_gold(const ProblemData& data, bool backward) {
+  TensorSet gold;
   ForwardParams fwd;
   fwd.problem = data.problem;
   fwd.q = data.q.view();
   fwd.k = data.k.view();
   fwd.v = data.v.view();
   reference::GoldForward f = reference::gold_forward(fwd);
-  gold.O = std::move(f.O);
-  gold.L = std::move(f.L);
+  gold[TensorId::O] = std::move(f.O);
+  gold[TensorId::L] = std::move(f.L);
   if (backward) {
     BackwardParams bwd;
     bwd.problem = data.problem;
@@ -22,10 +22,9 @@ GoldOutputs compute_gold(const ProblemData& data, bool backward) {
     bwd.v = fwd.v;
     bwd.dO = data.dO.view();
     reference::GoldBackward b = reference::gold_backward(bwd);
-    gold.dQ = std::move(b.dQ);
-    gold.dK = std::move(b.dK);
-    gold.dV = std::move(b.dV);
-    gold.has_backward = true;
+    gold[TensorId::dQ] = std::move(b.dQ);
+    gold[TensorId::dK] = std::move(b.dK);
+    gold[TensorId::dV] = std::move(b.dV);
   }
   return gold;
 }

@@ -57,6 +57,25 @@ HostTensor::HostTensor(DType dtype, Layout layout, std::int64_t B, std::int64_t 
   }
 }
 
+HostTensor HostTensor::from_canonical(const xt::xarray<double>& values, DType dtype,
+                                      Layout layout) {
+  if (values.dimension() != 4) {
+    throw InvalidArgument("HostTensor", "canonical values must be 4-D (B, H, S, d), got " +
+                                            std::to_string(values.dimension()) + " dimensions");
+  }
+  const auto& shape = values.shape();
+  const auto i = [](std::size_t x) { return static_cast<std::int64_t>(x); };
+  HostTensor t(dtype, layout, i(shape[0]), i(shape[1]), i(shape[2]), i(shape[3]));
+  std::size_t n = 0;
+  for (std::int64_t b = 0; b < t.B_; ++b)
+    for (std::int64_t h = 0; h < t.H_; ++h)
+      for (std::int64_t s = 0; s < t.S_; ++s)
+        for (std::int64_t e = 0; e < t.d_; ++e) {
+          t.set(b, h, s, e, static_cast<float>(values.flat(n++)));
+        }
+  return t;
+}
+
 void* HostTensor::data() {
   return std::visit([](auto& t) { return static_cast<void*>(t.data()); }, storage_);
 }

@@ -39,10 +39,9 @@ void run_backward(const Backend& backend, const ProblemData& data, const RunOpti
   staging.fetch(out.dq, bwd.dq);
   staging.fetch(out.dk, bwd.dk);
   staging.fetch(out.dv, bwd.dv);
-  out.dQ = out.dq.to_double();
-  out.dK = out.dk.to_double();
-  out.dV = out.dv.to_double();
-  out.has_backward = true;
+  out.values[TensorId::dQ] = out.dq.to_double();
+  out.values[TensorId::dK] = out.dk.to_double();
+  out.values[TensorId::dV] = out.dv.to_double();
 }
 
 xt::xtensor<float, 3> lse_shaped(const Problem& p) {
@@ -77,8 +76,8 @@ RunOutputs run_backend(const Backend& backend, const ProblemData& data, const Ru
   backend.forward(fwd);
   staging.fetch(out.o, fwd.o);
   staging.fetch(out.lse, fwd.lse);
-  out.O = out.o.to_double();
-  out.L = xt::cast<double>(out.lse);
+  out.values[TensorId::O] = out.o.to_double();
+  out.values[TensorId::L] = xt::cast<double>(out.lse);
 
   if (options.backward) {
     // The backend's own O and L: the backward is judged as used in training.
@@ -112,8 +111,8 @@ RunOutputs run_backward_from(const Backend& backend, const ProblemData& data,
   RunOutputs out;
   out.o = in_layout(o, options.layout, o_copy);
   out.lse = lse;
-  out.O = out.o.to_double();
-  out.L = xt::cast<double>(out.lse);
+  out.values[TensorId::O] = out.o.to_double();
+  out.values[TensorId::L] = xt::cast<double>(out.lse);
 
   Staging staging(backend);
   BackwardParams bwd;

@@ -85,30 +85,48 @@ ErrorStats stats_flat(const double* c, const double* g, std::int64_t B, std::int
   return st;
 }
 
+template <typename Shape>
+void require_same_shape(const Shape& candidate, const Shape& gold) {
+  if (candidate != gold) {
+    throw InvalidArgument("candidate", "shape " + shape_str(candidate) +
+                                           " differs from the gold's " + shape_str(gold));
+  }
+}
+
+std::int64_t extent(std::size_t x) {
+  return static_cast<std::int64_t>(x);
+}
+
 }  // namespace
 
 ErrorStats compute_stats(const xt::xtensor<double, 4>& candidate,
                          const xt::xtensor<double, 4>& gold, SeqAxis axis, std::int64_t tile_size) {
-  if (candidate.shape() != gold.shape()) {
-    throw InvalidArgument("candidate", "shape " + shape_str(candidate.shape()) +
-                                           " differs from the gold's " + shape_str(gold.shape()));
-  }
+  require_same_shape(candidate.shape(), gold.shape());
   const auto& s = gold.shape();
-  const auto i = [](std::size_t x) { return static_cast<std::int64_t>(x); };
-  return stats_flat(candidate.data(), gold.data(), i(s[0]), i(s[1]), i(s[2]), i(s[3]), axis,
-                    tile_size);
+  return stats_flat(candidate.data(), gold.data(), extent(s[0]), extent(s[1]), extent(s[2]),
+                    extent(s[3]), axis, tile_size);
 }
 
 ErrorStats compute_stats(const xt::xtensor<double, 3>& candidate,
                          const xt::xtensor<double, 3>& gold, std::int64_t tile_size) {
-  if (candidate.shape() != gold.shape()) {
-    throw InvalidArgument("candidate", "shape " + shape_str(candidate.shape()) +
-                                           " differs from the gold's " + shape_str(gold.shape()));
+  require_same_shape(candidate.shape(), gold.shape());
+  const auto& s = gold.shape();
+  return stats_flat(candidate.data(), gold.data(), extent(s[0]), extent(s[1]), extent(s[2]), 1,
+                    SeqAxis::query, tile_size);
+}
+
+ErrorStats compute_stats(TensorId id, const xt::xarray<double>& candidate,
+                         const xt::xarray<double>& gold, std::int64_t tile_size) {
+  require_same_shape(candidate.shape(), gold.shape());
+  const std::size_t rank = id == TensorId::L ? 3 : 4;
+  if (gold.dimension() != rank) {
+    throw InvalidArgument("candidate", std::string(tensor_name(id)) + " must have " +
+                                           std::to_string(rank) + " dimensions, got shape " +
+                                           shape_str(gold.shape()));
   }
   const auto& s = gold.shape();
-  const auto i = [](std::size_t x) { return static_cast<std::int64_t>(x); };
-  return stats_flat(candidate.data(), gold.data(), i(s[0]), i(s[1]), i(s[2]), 1, SeqAxis::query,
-                    tile_size);
+  return stats_flat(candidate.data(), gold.data(), extent(s[0]), extent(s[1]), extent(s[2]),
+                    rank == 4 ? extent(s[3]) : 1, seq_axis(id), tile_size);
 }
 
 }  // namespace flashref::verify

@@ -1,5 +1,6 @@
 #include "flashref/verify/verification.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -44,14 +45,15 @@ std::string_view backward_inputs_name(BackwardInputs b) {
 
 namespace {
 
-TensorReport judge_one(TensorId id, const Problem& p, const ScoreNoise& noise,
-                       const ErrorStats& candidate, const ErrorStats& baseline) {
-  TensorReport r;
-  r.tensor = id;
-  r.candidate = candidate;
-  r.baseline = baseline;
-  r.rule = apply_rule(id, output_dtype(id, p), candidate, baseline, noise.max_sigma(id));
-  return r;
+// "O", "L", "O and L": the forward tensors among `reports` that failed; empty when none did.
+std::string failed_forward_tensors(const std::vector<TensorReport>& reports) {
+  std::string failed;
+  for (const TensorReport& t : reports) {
+    if ((t.tensor == TensorId::O || t.tensor == TensorId::L) && !t.rule.pass) {
+      failed += (failed.empty() ? "" : " and ") + std::string(tensor_name(t.tensor));
+    }
+  }
+  return failed;
 }
 
 void require_tiles(const VerifyCase& c) {
@@ -67,44 +69,51 @@ void require_tiles(const VerifyCase& c) {
 
 }  // namespace
 
-std::vector<TensorReport> judge_forward(const Problem& p, const GoldOutputs& gold,
-                                        const ScoreNoise& noise, const RunOutputs& baseline,
-                                        const RunOutputs& candidate, std::int64_t tile_q) {
-  std::vector<TensorReport> out;
-  out.push_back(judge_one(TensorId::O, p, noise,
-                          compute_stats(candidate.O, gold.O, SeqAxis::query, tile_q),
-                          compute_stats(baseline.O, gold.O, SeqAxis::query, tile_q)));
-  out.push_back(judge_one(TensorId::L, p, noise, compute_stats(candidate.L, gold.L, tile_q),
-                          compute_stats(baseline.L, gold.L, tile_q)));
-  return out;
+TensorReport judge(TensorId id, const Problem& p, const xt::xarray<double>& candidate,
+                   const xt::xarray<double>& baseline, const xt::xarray<double>& gold,
+                   double noise_sigma, std::int64_t tile) {
+  TensorReport r;
+  r.tensor = id;
+  r.candidate = compute_stats(id, candidate, gold, tile);
+  r.baseline = compute_stats(id, baseline, gold, tile);
+  r.rule = apply_rule(id, output_dtype(id, p), r.candidate, r.baseline, noise_sigma);
+  return r;
 }
 
-std::vector<TensorReport> judge_backward(const Problem& p, const GoldOutputs& gold,
-                                         const ScoreNoise& noise, const RunOutputs& baseline,
-                                         const RunOutputs& candidate, std::int64_t tile_q,
-                                         std::int64_t tile_k) {
+std::vector<TensorReport> judge(const Problem& p, std::span<const TensorId> ids,
+                                const TensorSet& candidate, const TensorSet& baseline,
+                                const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
+                                std::int64_t tile_k) {
   std::vector<TensorReport> out;
-  if (!(gold.has_backward && baseline.has_backward && candidate.has_backward)) return out;
-  out.push_back(judge_one(TensorId::dQ, p, noise,
-                          compute_stats(candidate.dQ, gold.dQ, SeqAxis::query, tile_q),
-                          compute_stats(baseline.dQ, gold.dQ, SeqAxis::query, tile_q)));
-  out.push_back(judge_one(TensorId::dK, p, noise,
-                          compute_stats(candidate.dK, gold.dK, SeqAxis::key, tile_k),
-                          compute_stats(baseline.dK, gold.dK, SeqAxis::key, tile_k)));
-  out.push_back(judge_one(TensorId::dV, p, noise,
-                          compute_stats(candidate.dV, gold.dV, SeqAxis::key, tile_k),
-                          compute_stats(baseline.dV, gold.dV, SeqAxis::key, tile_k)));
-  return out;
-}
-
-std::string failed_forward_tensors(const std::vector<TensorReport>& reports) {
-  std::string failed;
-  for (const TensorReport& t : reports) {
-    if ((t.tensor == TensorId::O || t.tensor == TensorId::L) && !t.rule.pass) {
-      failed += (failed.empty() ? "" : " and ") + std::string(tensor_name(t.tensor));
-    }
+  for (TensorId id : ids) {
+    if (!candidate.has(id)) continue;
+    const std::int64_t tile = seq_axis(id) == SeqAxis::query ? tile_q : tile_k;
+    out.push_back(
+        judge(id, p, candidate.at(id), baseline.at(id), gold.at(id), noise.max_sigma(id), tile));
   }
-  return failed;
+  return out;
+}
+
+GradientBaseline choose_gradient_baseline(const std::vector<TensorReport>& forward,
+                                          const std::string& candidate) {
+  const auto judged = [&](TensorId id) {
+    return std::any_of(forward.begin(), forward.end(),
+                       [id](const TensorReport& t) { return t.tensor == id; });
+  };
+  GradientBaseline choice;
+  if (!judged(TensorId::O) || !judged(TensorId::L)) {
+    choice.inputs = BackwardInputs::baseline;
+    choice.reason = candidate + "'s O and L were not both given";
+    return choice;
+  }
+  const std::string failed = failed_forward_tensors(forward);
+  if (!failed.empty()) {
+    choice.inputs = BackwardInputs::baseline;
+    choice.reason = candidate + "'s " + failed + " failed";
+    return choice;
+  }
+  choice.inputs = BackwardInputs::candidate;
+  return choice;
 }
 
 VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string>& backends) {
@@ -125,7 +134,7 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
   if (!report.any_available()) return report;
 
   const ProblemData data = make_problem_data(c.problem, input_options(c));
-  const GoldOutputs gold = compute_gold(data, c.backward);
+  const TensorSet gold = compute_gold(data, c.backward);
   const ScoreNoise noise = score_rounding_noise(data, c.backward);
   RunOptions run;
   run.exec = exec_options(c);
@@ -148,22 +157,22 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
         own = run_backend(*candidates[i], data, run);
       }
       const RunOutputs& candidate = own ? *own : baseline;
-      b.tensors = judge_forward(c.problem, gold, noise, baseline, candidate, tile_q);
+      b.tensors = judge(c.problem, kForwardTensors, candidate.values, baseline.values, gold, noise,
+                        tile_q, tile_k);
       if (c.backward) {
         // Gradients are judged given the O and L the candidate's backward received, when they
         // passed: the baseline backward runs from them. The reference candidate's O and L are
         // the baseline's, so its own backward already did.
-        const std::string failed = failed_forward_tensors(b.tensors);
+        const GradientBaseline choice = choose_gradient_baseline(b.tensors, b.backend);
+        b.backward_inputs = choice.inputs;
+        b.backward_inputs_reason = choice.reason;
         std::optional<RunOutputs> given;
-        if (failed.empty()) {
-          b.backward_inputs = BackwardInputs::candidate;
-          if (own) given = run_backward_from(*reference, data, baseline_run, own->o, own->lse);
-        } else {
-          b.backward_inputs = BackwardInputs::baseline;
-          b.backward_inputs_reason = b.backend + "'s " + failed + " failed";
+        if (choice.inputs == BackwardInputs::candidate && own) {
+          given = run_backward_from(*reference, data, baseline_run, own->o, own->lse);
         }
-        for (TensorReport& t : judge_backward(c.problem, gold, noise, given ? *given : baseline,
-                                              candidate, tile_q, tile_k)) {
+        for (TensorReport& t :
+             judge(c.problem, kBackwardTensors, candidate.values,
+                   given ? given->values : baseline.values, gold, noise, tile_q, tile_k)) {
           b.tensors.push_back(std::move(t));
         }
       }

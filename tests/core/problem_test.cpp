@@ -10,7 +10,7 @@
 namespace flashref {
 namespace {
 
-// Whether query q sees key k, straight from the definitions in design.md.
+// Whether query q sees key k, straight from the definitions of Mask (flashref/problem.hpp).
 bool visible(Mask mask, std::int64_t q, std::int64_t k, std::int64_t S_q, std::int64_t S_k) {
   switch (mask) {
     case Mask::none:

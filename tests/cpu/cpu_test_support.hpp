@@ -1,5 +1,5 @@
 // Shared helpers of the cpu backend's tests: host tensors in any dtype and layout, seeded
-// random inputs, running a backend, and the baseline-relative rule of design.md.
+// random inputs, running a backend, and the baseline-relative rule of docs/verification.md.
 #pragma once
 
 #include <algorithm>
@@ -201,8 +201,8 @@ double max_finite_magnitude(const E& gold) {
   return m;
 }
 
-// design.md's rule: the candidate's max error at most k times the baseline's plus twice one
-// rounding step of the output dtype at the gold's largest magnitude.
+// The rule of docs/verification.md: the candidate's max error at most k times the baseline's
+// plus twice one rounding step of the output dtype at the gold's largest magnitude.
 struct RuleCheck {
   std::string tensor;
   double candidate = 0, baseline = 0, limit = 0;

@@ -8,8 +8,9 @@
 // slice are seen by no other query, so its dK and dV rows are the whole problem's too. Each
 // slice is judged under the rule (verification.hpp) against the gold, the baseline and the
 // score-rounding noise computed on the slice, and the cpu backend is run on the same slice as a
-// second candidate. As in `flashref verify`, each candidate's gradients are judged against the
-// baseline backward run from that candidate's O and L when both passed.
+// second candidate. As in `flashref verify` (the same judge and choose_gradient_baseline), each
+// candidate's gradients are judged against the baseline backward run from that candidate's O
+// and L when both passed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "flashref/verify/rule.hpp"
 #include "flashref/verify/runner.hpp"
 #include "flashref/verify/stats.hpp"
+#include "flashref/verify/verification.hpp"
 
 namespace flashref {
 namespace {
@@ -43,47 +45,37 @@ HostTensor slice_rows(const HostTensor& t, std::int64_t h, std::int64_t s0, std:
   return out;
 }
 
-template <std::size_t N>
-xt::xtensor<double, N> rows_of(const xt::xtensor<double, N>& t, std::int64_t h, std::int64_t s0,
-                               std::int64_t n) {
-  if constexpr (N == 4) {
+// Rows [s0, s0 + n) of head h of batch 0 of a canonical tensor (L: 3-D).
+xt::xarray<double> rows_of(const xt::xarray<double>& t, std::int64_t h, std::int64_t s0,
+                           std::int64_t n) {
+  if (t.dimension() == 4) {
     return xt::view(t, xt::range(0, 1), xt::range(h, h + 1), xt::range(s0, s0 + n), xt::all());
-  } else {
-    return xt::view(t, xt::range(0, 1), xt::range(h, h + 1), xt::range(s0, s0 + n));
   }
+  return xt::view(t, xt::range(0, 1), xt::range(h, h + 1), xt::range(s0, s0 + n));
 }
 
-// `noise_sigma`: max_e sigma_T(e) over the elements judged (noise_floor.hpp).
-template <std::size_t N>
-verify::RuleCheck judge(TensorId id, const Problem& p, const xt::xtensor<double, N>& cand,
-                        const xt::xtensor<double, N>& gold, const xt::xtensor<double, N>& base,
-                        double noise_sigma) {
-  if constexpr (N == 4) {
-    const verify::SeqAxis axis = verify::seq_axis(id);
-    return verify::apply_rule(id, verify::output_dtype(id, p),
-                              verify::compute_stats(cand, gold, axis, 128),
-                              verify::compute_stats(base, gold, axis, 128), noise_sigma);
-  } else {
-    return verify::apply_rule(id, verify::output_dtype(id, p),
-                              verify::compute_stats(cand, gold, 128),
-                              verify::compute_stats(base, gold, 128), noise_sigma);
-  }
+// The rule (verification.hpp), worst indices placed in tiles of 128 rows. `noise_sigma`:
+// max_e sigma_T(e) over the elements judged (noise_floor.hpp).
+verify::TensorReport judge(TensorId id, const Problem& p, const xt::xarray<double>& cand,
+                           const xt::xarray<double>& gold, const xt::xarray<double>& base,
+                           double noise_sigma) {
+  return verify::judge(id, p, cand, base, gold, noise_sigma, 128);
 }
 
-// The gradients' baseline under the rule: the reference backward run from the candidate's O
-// and L when both passed (the inputs the candidate's backward received), else the baseline's
-// own. `forward` holds the candidate's O and L checks.
+// The gradients' baseline under the rule (verify::choose_gradient_baseline): the reference
+// backward run from the candidate's O and L when both passed (the inputs the candidate's
+// backward received), else the baseline's own. `forward` holds the candidate's O and L reports.
 verify::RunOutputs gradient_baseline(const Backend& reference, const verify::ProblemData& sub,
                                      const verify::RunOptions& run, const verify::RunOutputs& base,
-                                     const std::vector<verify::RuleCheck>& forward,
+                                     const std::vector<verify::TensorReport>& forward,
                                      const HostTensor& o, const xt::xtensor<float, 3>& lse) {
-  for (const verify::RuleCheck& r : forward) {
-    if (!r.pass) return base;
-  }
+  const verify::GradientBaseline choice = verify::choose_gradient_baseline(forward, "candidate");
+  if (choice.inputs != verify::BackwardInputs::candidate) return base;
   return verify::run_backward_from(reference, sub, run, o, lse);
 }
 
-std::string describe(const verify::RuleCheck& r) {
+std::string describe(const verify::TensorReport& t) {
+  const verify::RuleCheck& r = t.rule;
   return std::string(verify::tensor_name(r.tensor)) + ": error " + std::to_string(r.candidate_err) +
          " vs limit " + std::to_string(r.limit) + " (baseline " + std::to_string(r.baseline_err) +
          ") " + r.reason;
@@ -115,19 +107,32 @@ TEST(CudaLarge, LeaderboardProblemMatchesTheGoldOnSlices) {
     sub.k = slice_rows(data.k, h, 0, r0 + n);
     sub.v = slice_rows(data.v, h, 0, r0 + n);
     sub.dO = slice_rows(data.dO, h, r0, n);
-    const verify::GoldOutputs gold = verify::compute_gold(sub, true);
+    const verify::TensorSet gold = verify::compute_gold(sub, true);
     const verify::ScoreNoise noise = verify::score_rounding_noise(sub, true);
     const verify::RunOutputs base = verify::run_backend(*reference, sub, run);
     const verify::RunOutputs host = verify::run_backend(*cpu, sub, run);
     const Problem& p = sub.problem;
     const auto sigma = [&](TensorId id) { return noise.max_sigma(id); };
+    // A tensor of the whole GPU run, of the slice's cpu run, of the gold, of a baseline.
+    const auto gpu_rows = [&](TensorId id) { return rows_of(gpu.values.at(id), h, r0, n); };
+    const auto cpu_of = [&](TensorId id) -> const xt::xarray<double>& {
+      return host.values.at(id);
+    };
+    const auto gold_of = [&](TensorId id) -> const xt::xarray<double>& { return gold.at(id); };
+    const auto base_of = [&](TensorId id) -> const xt::xarray<double>& {
+      return base.values.at(id);
+    };
 
-    std::vector<verify::RuleCheck> gpu_checks = {
-        judge<4>(TensorId::O, p, rows_of<4>(gpu.O, h, r0, n), gold.O, base.O, sigma(TensorId::O)),
-        judge<3>(TensorId::L, p, rows_of<3>(gpu.L, h, r0, n), gold.L, base.L, sigma(TensorId::L))};
-    std::vector<verify::RuleCheck> cpu_checks = {
-        judge<4>(TensorId::O, p, host.O, gold.O, base.O, sigma(TensorId::O)),
-        judge<3>(TensorId::L, p, host.L, gold.L, base.L, sigma(TensorId::L))};
+    std::vector<verify::TensorReport> gpu_checks = {
+        judge(TensorId::O, p, gpu_rows(TensorId::O), gold_of(TensorId::O), base_of(TensorId::O),
+              sigma(TensorId::O)),
+        judge(TensorId::L, p, gpu_rows(TensorId::L), gold_of(TensorId::L), base_of(TensorId::L),
+              sigma(TensorId::L))};
+    std::vector<verify::TensorReport> cpu_checks = {
+        judge(TensorId::O, p, cpu_of(TensorId::O), gold_of(TensorId::O), base_of(TensorId::O),
+              sigma(TensorId::O)),
+        judge(TensorId::L, p, cpu_of(TensorId::L), gold_of(TensorId::L), base_of(TensorId::L),
+              sigma(TensorId::L))};
     // cuda's O and L of these rows, as its backward received them.
     const xt::xtensor<float, 3> gpu_lse =
         xt::view(gpu.lse, xt::range(0, 1), xt::range(h, h + 1), xt::range(r0, r0 + n));
@@ -135,29 +140,38 @@ TEST(CudaLarge, LeaderboardProblemMatchesTheGoldOnSlices) {
                                                           slice_rows(gpu.o, h, r0, n), gpu_lse);
     const verify::RunOutputs cpu_base =
         gradient_baseline(*reference, sub, run, base, cpu_checks, host.o, host.lse);
-    gpu_checks.push_back(judge<4>(TensorId::dQ, p, rows_of<4>(gpu.dQ, h, r0, n), gold.dQ,
-                                  gpu_base.dQ, sigma(TensorId::dQ)));
-    cpu_checks.push_back(
-        judge<4>(TensorId::dQ, p, host.dQ, gold.dQ, cpu_base.dQ, sigma(TensorId::dQ)));
+    gpu_checks.push_back(judge(TensorId::dQ, p, gpu_rows(TensorId::dQ), gold_of(TensorId::dQ),
+                               gpu_base.values.at(TensorId::dQ), sigma(TensorId::dQ)));
+    cpu_checks.push_back(judge(TensorId::dQ, p, cpu_of(TensorId::dQ), gold_of(TensorId::dQ),
+                               cpu_base.values.at(TensorId::dQ), sigma(TensorId::dQ)));
     if (r0 == S - n) {
       // Keys [S - n, S): in the slice they are key rows [r0, r0 + n) too, seen by the same
       // queries, so their sigmas are the whole problem's. The floor takes the max over them.
-      const auto key_rows = [&](const xt::xtensor<double, 4>& t, std::int64_t head) {
-        return rows_of<4>(t, head, r0, n);
+      const auto key_rows = [&](const xt::xarray<double>& t, std::int64_t head) {
+        return rows_of(t, head, r0, n);
       };
       const auto key_sigma = [&](const xt::xtensor<double, 4>& sigmas) {
-        const xt::xtensor<double, 4> rows = key_rows(sigmas, 0);
+        const xt::xarray<double> rows = key_rows(sigmas, 0);
         return *std::max_element(rows.begin(), rows.end());
       };
-      gpu_checks.push_back(judge<4>(TensorId::dK, p, key_rows(gpu.dK, h), key_rows(gold.dK, 0),
-                                    key_rows(gpu_base.dK, 0), key_sigma(noise.dK)));
-      gpu_checks.push_back(judge<4>(TensorId::dV, p, key_rows(gpu.dV, h), key_rows(gold.dV, 0),
-                                    key_rows(gpu_base.dV, 0), key_sigma(noise.dV)));
-      cpu_checks.push_back(judge<4>(TensorId::dK, p, key_rows(host.dK, 0), key_rows(gold.dK, 0),
-                                    key_rows(cpu_base.dK, 0), key_sigma(noise.dK)));
+      gpu_checks.push_back(judge(TensorId::dK, p, key_rows(gpu.values.at(TensorId::dK), h),
+                                 key_rows(gold_of(TensorId::dK), 0),
+                                 key_rows(gpu_base.values.at(TensorId::dK), 0),
+                                 key_sigma(noise.dK)));
+      gpu_checks.push_back(judge(TensorId::dV, p, key_rows(gpu.values.at(TensorId::dV), h),
+                                 key_rows(gold_of(TensorId::dV), 0),
+                                 key_rows(gpu_base.values.at(TensorId::dV), 0),
+                                 key_sigma(noise.dV)));
+      cpu_checks.push_back(judge(
+          TensorId::dK, p, key_rows(cpu_of(TensorId::dK), 0), key_rows(gold_of(TensorId::dK), 0),
+          key_rows(cpu_base.values.at(TensorId::dK), 0), key_sigma(noise.dK)));
     }
-    for (const verify::RuleCheck& r : gpu_checks) EXPECT_TRUE(r.pass) << "cuda " << describe(r);
-    for (const verify::RuleCheck& r : cpu_checks) EXPECT_TRUE(r.pass) << "cpu " << describe(r);
+    for (const verify::TensorReport& t : gpu_checks) {
+      EXPECT_TRUE(t.rule.pass) << "cuda " << describe(t);
+    }
+    for (const verify::TensorReport& t : cpu_checks) {
+      EXPECT_TRUE(t.rule.pass) << "cpu " << describe(t);
+    }
   }
 }
 

@@ -149,15 +149,16 @@ TEST(Runner, HostOutputsComeBackExactlyInEitherLayout) {
   EXPECT_EQ(fake.seen_forward.q.seq_stride, data.problem.d);  // (B, H, S, d)
   EXPECT_EQ(fake.seen_forward.o.head_stride, data.problem.S_q * data.problem.d);
 
-  EXPECT_EQ(a.O, expected_o(data));
-  EXPECT_EQ(b.O, a.O);
-  EXPECT_EQ(b.L, a.L);
+  EXPECT_EQ(a.values.at(TensorId::O), expected_o(data));
+  EXPECT_EQ(b.values.at(TensorId::O), a.values.at(TensorId::O));
+  EXPECT_EQ(b.values.at(TensorId::L), a.values.at(TensorId::L));
   EXPECT_EQ(a.o.layout(), Layout::bshd);
   EXPECT_EQ(b.o.layout(), Layout::bhsd);
   const auto q = data.q.to_double();
-  EXPECT_EQ(a.L(1, 3, 4), static_cast<double>(static_cast<float>(q(1, 3, 4, 0)) + 4.0f));
-  EXPECT_EQ(a.lse(1, 3, 4), static_cast<float>(a.L(1, 3, 4)));
-  EXPECT_FALSE(a.has_backward);
+  EXPECT_EQ(a.values.at(TensorId::L)(1, 3, 4),
+            static_cast<double>(static_cast<float>(q(1, 3, 4, 0)) + 4.0f));
+  EXPECT_EQ(a.lse(1, 3, 4), static_cast<float>(a.values.at(TensorId::L)(1, 3, 4)));
+  EXPECT_FALSE(a.has_backward());
   EXPECT_TRUE(a.dq.empty());
 }
 
@@ -167,13 +168,13 @@ TEST(Runner, BackwardGetsTheBackendsOwnOAndL) {
   RunOptions opt;
   opt.backward = true;
   const RunOutputs out = run_backend(fake, data, opt);
-  ASSERT_TRUE(out.has_backward);
+  ASSERT_TRUE(out.has_backward());
   EXPECT_EQ(fake.seen_backward.o.data, fake.seen_forward.o.data);
   EXPECT_EQ(fake.seen_backward.lse, fake.seen_forward.lse);
-  EXPECT_EQ(out.dQ, out.O);
-  EXPECT_EQ(out.dK, data.k.to_double());
-  EXPECT_EQ(out.dV, data.v.to_double());
-  EXPECT_EQ(out.dK.shape(1), 2u);  // H_kv heads
+  EXPECT_EQ(out.values.at(TensorId::dQ), out.values.at(TensorId::O));
+  EXPECT_EQ(out.values.at(TensorId::dK), data.k.to_double());
+  EXPECT_EQ(out.values.at(TensorId::dV), data.v.to_double());
+  EXPECT_EQ(out.values.at(TensorId::dK).shape(1), 2u);  // H_kv heads
 }
 
 // L values that no forward would write, so the test sees they are the ones handed over.
@@ -193,12 +194,13 @@ TEST(Runner, BackwardFromAGivenOAndLHandsExactlyThoseToTheBackend) {
   RunOptions opt;
   opt.layout = Layout::bshd;  // O arrives in bhsd and is copied into the run's layout
   const RunOutputs out = run_backward_from(fake, data, opt, o, lse);
-  ASSERT_TRUE(out.has_backward);
-  EXPECT_EQ(out.dQ, data.q.to_double());  // the fake's dQ is the O it was handed
-  EXPECT_EQ(out.dK, data.k.to_double());
-  EXPECT_EQ(out.dV, data.v.to_double());
-  EXPECT_EQ(out.O, data.q.to_double());
-  EXPECT_EQ(out.L, xt::cast<double>(lse));
+  ASSERT_TRUE(out.has_backward());
+  EXPECT_EQ(out.values.at(TensorId::dQ),
+            data.q.to_double());  // the fake's dQ is the O it was handed
+  EXPECT_EQ(out.values.at(TensorId::dK), data.k.to_double());
+  EXPECT_EQ(out.values.at(TensorId::dV), data.v.to_double());
+  EXPECT_EQ(out.values.at(TensorId::O), data.q.to_double());
+  EXPECT_EQ(out.values.at(TensorId::L), xt::cast<double>(lse));
   EXPECT_EQ(fake.seen_backward.o.head_stride, data.problem.d);  // (B, S, H, d)
   for (std::size_t e = 0; e < lse.size(); ++e) EXPECT_EQ(fake.seen_backward.lse[e], lse.flat(e));
 }
@@ -210,7 +212,7 @@ TEST(Runner, BackwardFromAGivenOAndLGoesThroughTheDevice) {
   FakeBackend fake;
   fake.device_ = &device;
   const RunOutputs out = run_backward_from(fake, data, {}, data.q, lse);
-  EXPECT_EQ(out.dQ, data.q.to_double());
+  EXPECT_EQ(out.values.at(TensorId::dQ), data.q.to_double());
   EXPECT_EQ(device.uploads_, 6);    // Q, K, V, O, L, dO
   EXPECT_EQ(device.downloads_, 3);  // dQ, dK, dV
   EXPECT_EQ(device.fills_.size(), 3u);
@@ -242,10 +244,11 @@ TEST(Runner, UnwrittenElementsAreNaNAndFailTheStatistics) {
   fake.skip_last_row = true;
   const RunOutputs out = run_backend(fake, data, {});
   const std::int64_t last = data.problem.S_q - 1;
-  for (std::int64_t i = 0; i < data.problem.d; ++i) EXPECT_TRUE(std::isnan(out.O(1, 2, last, i)));
-  EXPECT_TRUE(std::isnan(out.L(0, 0, last)));
-  EXPECT_FALSE(std::isnan(out.O(1, 2, last - 1, 0)));
-  const ErrorStats s = compute_stats(out.O, expected_o(data), SeqAxis::query, 2);
+  for (std::int64_t i = 0; i < data.problem.d; ++i)
+    EXPECT_TRUE(std::isnan(out.values.at(TensorId::O)(1, 2, last, i)));
+  EXPECT_TRUE(std::isnan(out.values.at(TensorId::L)(0, 0, last)));
+  EXPECT_FALSE(std::isnan(out.values.at(TensorId::O)(1, 2, last - 1, 0)));
+  const ErrorStats s = compute_stats(TensorId::O, out.values.at(TensorId::O), expected_o(data), 2);
   EXPECT_EQ(s.nan, data.problem.B * data.problem.H * data.problem.d);  // one row per (b, h)
   EXPECT_EQ(s.worst.s, last);
   EXPECT_EQ(s.max_abs, 0.0);  // every written element is right
@@ -263,11 +266,11 @@ TEST(Runner, DeviceBackendsGetDeviceCopiesAndEverythingIsReleased) {
   FakeBackend device_fake;
   device_fake.device_ = &device;
   const RunOutputs dev = run_backend(device_fake, data, opt);
-  EXPECT_EQ(dev.O, host.O);
-  EXPECT_EQ(dev.L, host.L);
-  EXPECT_EQ(dev.dQ, host.dQ);
-  EXPECT_EQ(dev.dK, host.dK);
-  EXPECT_EQ(dev.dV, host.dV);
+  EXPECT_EQ(dev.values.at(TensorId::O), host.values.at(TensorId::O));
+  EXPECT_EQ(dev.values.at(TensorId::L), host.values.at(TensorId::L));
+  EXPECT_EQ(dev.values.at(TensorId::dQ), host.values.at(TensorId::dQ));
+  EXPECT_EQ(dev.values.at(TensorId::dK), host.values.at(TensorId::dK));
+  EXPECT_EQ(dev.values.at(TensorId::dV), host.values.at(TensorId::dV));
   EXPECT_EQ(device.uploads_, 4);        // Q, K, V, dO
   EXPECT_EQ(device.downloads_, 5);      // O, L, dQ, dK, dV
   ASSERT_EQ(device.fills_.size(), 5u);  // every output poisoned on the device
@@ -282,8 +285,8 @@ TEST(Runner, UnwrittenDeviceOutputsComeBackAsNaN) {
   fake.device_ = &device;
   fake.skip_last_row = true;
   const RunOutputs out = run_backend(fake, data, {});
-  EXPECT_TRUE(std::isnan(out.O(0, 0, data.problem.S_q - 1, 0)));
-  EXPECT_TRUE(std::isnan(out.L(1, 1, data.problem.S_q - 1)));
+  EXPECT_TRUE(std::isnan(out.values.at(TensorId::O)(0, 0, data.problem.S_q - 1, 0)));
+  EXPECT_TRUE(std::isnan(out.values.at(TensorId::L)(1, 1, data.problem.S_q - 1)));
 }
 
 TEST(Runner, ADeviceBackendWithoutARuntimeIsAnError) {

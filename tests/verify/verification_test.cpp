@@ -9,7 +9,7 @@
 
 #include "flashref/backend.hpp"
 #include "flashref/cpu/faults.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/check.hpp"
 #include "flashref/verify/report.hpp"
 #include "flashref/verify/verification.hpp"
 
@@ -59,10 +59,9 @@ RunOutputs reference_backward(const ProblemData& data, const HostTensor& o,
   bwd.dk = out.dk.view();
   bwd.dv = out.dv.view();
   make_backend("reference")->backward(bwd);
-  out.dQ = out.dq.to_double();
-  out.dK = out.dk.to_double();
-  out.dV = out.dv.to_double();
-  out.has_backward = true;
+  out.values[TensorId::dQ] = out.dq.to_double();
+  out.values[TensorId::dK] = out.dk.to_double();
+  out.values[TensorId::dV] = out.dv.to_double();
   return out;
 }
 
@@ -74,14 +73,13 @@ const TensorReport& report_of(const std::vector<TensorReport>& reports, TensorId
 }
 
 // The baseline errors of the three gradient checks against `baseline`'s gradients.
-void expect_gradient_baseline(const std::vector<TensorReport>& reports, const GoldOutputs& gold,
+void expect_gradient_baseline(const std::vector<TensorReport>& reports, const TensorSet& gold,
                               const RunOutputs& baseline) {
-  EXPECT_EQ(report_of(reports, TensorId::dQ).baseline.max_abs,
-            compute_stats(baseline.dQ, gold.dQ, SeqAxis::query, 1).max_abs);
-  EXPECT_EQ(report_of(reports, TensorId::dK).baseline.max_abs,
-            compute_stats(baseline.dK, gold.dK, SeqAxis::key, 1).max_abs);
-  EXPECT_EQ(report_of(reports, TensorId::dV).baseline.max_abs,
-            compute_stats(baseline.dV, gold.dV, SeqAxis::key, 1).max_abs);
+  for (TensorId id : kBackwardTensors) {
+    EXPECT_EQ(report_of(reports, id).baseline.max_abs,
+              compute_stats(id, baseline.values.at(id), gold.at(id), 1).max_abs)
+        << tensor_name(id);
+  }
 }
 
 TEST(Verification, GradientsAreJudgedFromTheCandidatesOAndLWhenBothPass) {
@@ -96,12 +94,13 @@ TEST(Verification, GradientsAreJudgedFromTheCandidatesOAndLWhenBothPass) {
   EXPECT_TRUE(b.backward_inputs_reason.empty());
 
   const ProblemData data = make_problem_data(c.problem, input_options(c));
-  const GoldOutputs gold = compute_gold(data, true);
+  const TensorSet gold = compute_gold(data, true);
   const RunOutputs cpu = run(*make_backend("cpu"), data);
   expect_gradient_baseline(b.tensors, gold, reference_backward(data, cpu.o, cpu.lse));
   const RunOutputs own = run(*make_backend("reference"), data);
-  EXPECT_NE(report_of(b.tensors, TensorId::dV).baseline.max_abs,
-            compute_stats(own.dV, gold.dV, SeqAxis::key, 1).max_abs);
+  EXPECT_NE(
+      report_of(b.tensors, TensorId::dV).baseline.max_abs,
+      compute_stats(TensorId::dV, own.values.at(TensorId::dV), gold.at(TensorId::dV), 1).max_abs);
 
   const std::string table = format_table(report);
   EXPECT_NE(table.find("cpu: the baseline backward ran from cpu's O and L, which passed"),
@@ -177,22 +176,19 @@ TEST(Verification, ForwardOnlyJudgesNoGradientsAndSaysNothingAboutTheirBaseline)
   EXPECT_TRUE(to_json(report)["backends"][0]["baseline_backward"].is_null());
 }
 
-CandidateSet candidate_of(const RunOutputs& out, bool with_forward) {
-  CandidateSet set;
-  if (with_forward) {
-    set[TensorId::O] = out.O;
-    set[TensorId::L] = out.L;
+TensorSet candidate_of(const RunOutputs& out, bool with_forward) {
+  TensorSet set = out.values;
+  if (!with_forward) {
+    set.erase(TensorId::O);
+    set.erase(TensorId::L);
   }
-  set[TensorId::dQ] = out.dQ;
-  set[TensorId::dK] = out.dK;
-  set[TensorId::dV] = out.dV;
   return set;
 }
 
 TEST(Check, GradientsAreJudgedFromTheGivenOAndLWhenBothPass) {
   const VerifyCase c = small_case(DType::f32, /*large=*/true);
   const ProblemData data = make_problem_data(c.problem, input_options(c));
-  const GoldOutputs gold = compute_gold(data, true);
+  const TensorSet gold = compute_gold(data, true);
   const RunOutputs cpu = run(*make_backend("cpu"), data);
 
   const CheckResult given = check_candidate(data, candidate_of(cpu, true), 4, 3);

@@ -6,8 +6,8 @@
 #include "command.hpp"
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
-#include "flashref/verify/bench.hpp"
-#include "flashref/verify/sweeps.hpp"
+#include "flashref/verify/bench/bench.hpp"
+#include "flashref/verify/bench/sweeps.hpp"
 #include "problem_options.hpp"
 
 namespace flashref::cli {

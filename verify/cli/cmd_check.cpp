@@ -1,5 +1,5 @@
 // `flashref check`: judge another kernel's dumped tensors against the gold under the rule, and
-// when one fails, say what the kernel most likely did wrong (diagnosis.hpp).
+// when one fails, say what the kernel most likely did wrong (check.hpp, diagnosis/).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -9,7 +9,7 @@
 
 #include "command.hpp"
 #include "flashref/error.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/check.hpp"
 #include "flashref/verify/report.hpp"
 #include "npy_problem.hpp"
 
@@ -74,7 +74,7 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
     if (r.diagnosis.findings.empty()) {
       o << "  no known mistake fits; the worst elements above say where to look\n";
     }
-    for (const verify::Finding& f : r.diagnosis.findings) {
+    for (const verify::diagnosis::Finding& f : r.diagnosis.findings) {
       std::string tensors;
       for (verify::TensorId id : f.tensors) {
         tensors += (tensors.empty() ? "" : ", ") + std::string(verify::tensor_name(id));
@@ -99,7 +99,7 @@ nlohmann::json check_json(const Problem& p, const verify::CheckResult& r) {
       {"tensors", tensors},
       {"baseline_backward",
        verify::to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
-      {"findings", verify::to_json(r.diagnosis)["findings"]},
+      {"findings", verify::diagnosis::to_json(r.diagnosis)["findings"]},
       {"passed", r.passed()}};
   if (!r.diagnosis.scope_note.empty()) j["diagnosis_scope"] = r.diagnosis.scope_note;
   return j;
@@ -113,7 +113,7 @@ int run_check(const CheckSettings& s) {
   if (input.data.dO.empty() && (!s.dq.empty() || !s.dk.empty() || !s.dv.empty())) {
     throw InvalidArgument("--do", "checking --dq, --dk or --dv needs --do, the gradient of O");
   }
-  verify::CandidateSet candidate;
+  verify::TensorSet candidate;
   const std::pair<const std::string*, verify::TensorId> files[] = {{&s.o, verify::TensorId::O},
                                                                    {&s.lse, verify::TensorId::L},
                                                                    {&s.dq, verify::TensorId::dQ},

@@ -2,6 +2,7 @@
 
 #include "flashref/error.hpp"
 #include "flashref/verify/npy.hpp"
+#include "flashref/verify/tensor_set.hpp"
 #include "problem_options.hpp"
 
 namespace flashref::cli {
@@ -32,16 +33,14 @@ std::array<std::int64_t, 4> bhsd(const NpyArray& a, const std::string& path,
   return {n(s[0]), n(s[1]), n(s[2]), n(s[3])};
 }
 
+// The file's values in `dtype` (rounded to nearest even for f16/bf16; exact for f32 and for
+// f16 files read as f16), in the (B, H, S, d) shape of bhsd().
 verify::HostTensor to_host(const NpyArray& a, const std::array<std::int64_t, 4>& shape,
                            DType dtype) {
-  verify::HostTensor t(dtype, verify::Layout::bhsd, shape[0], shape[1], shape[2], shape[3]);
-  // Rounds to nearest even for f16/bf16; exact for f32 and for f16 files read as f16.
-  std::size_t n = 0;
-  for (std::int64_t b = 0; b < shape[0]; ++b)
-    for (std::int64_t h = 0; h < shape[1]; ++h)
-      for (std::int64_t s = 0; s < shape[2]; ++s)
-        for (std::int64_t i = 0; i < shape[3]; ++i) t.set(b, h, s, i, a.values.flat(n++));
-  return t;
+  xt::xarray<double> values = a.values;
+  values.reshape({static_cast<std::size_t>(shape[0]), static_cast<std::size_t>(shape[1]),
+                  static_cast<std::size_t>(shape[2]), static_cast<std::size_t>(shape[3])});
+  return verify::HostTensor::from_canonical(values, dtype);
 }
 
 std::string dims(const std::array<std::int64_t, 4>& s) {
@@ -147,12 +146,9 @@ xt::xarray<double> load_candidate(const std::string& path, verify::TensorId id, 
   using verify::TensorId;
   const NpyArray a = verify::read_npy(path);
   const auto got = shape_of(a);
-  auto u = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   const bool kv = id == TensorId::dK || id == TensorId::dV;
   const std::int64_t heads = kv ? p.H_kv : p.H;
-  const std::int64_t seq = kv ? p.S_k : p.S_q;
-  std::vector<std::size_t> canonical{u(p.B), u(heads), u(seq)};
-  if (id != TensorId::L) canonical.push_back(u(p.d));
+  const std::vector<std::size_t> canonical = verify::canonical_shape(id, p);
   // The course's layout drops the head axis when there is one head.
   std::vector<std::size_t> one_head = canonical;
   one_head.erase(one_head.begin() + 1);
@@ -193,7 +189,7 @@ std::vector<std::pair<std::string, xt::xarray<float>>> output_arrays(const verif
   xt::xarray<float> lse = xt::xarray<float>::from_shape(lse_shape);
   std::copy(out.lse.begin(), out.lse.end(), lse.begin());
   arrays.emplace_back("lse", std::move(lse));
-  if (out.has_backward) {
+  if (out.has_backward()) {
     arrays.emplace_back("dq", tensor(out.dq));
     arrays.emplace_back("dk", tensor(out.dk));
     arrays.emplace_back("dv", tensor(out.dv));

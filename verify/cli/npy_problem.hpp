@@ -43,7 +43,7 @@ struct NpyProblem {
 // is wrong: unreadable files, ranks that differ, shapes that disagree, H not divisible by H_kv.
 NpyProblem load_npy_problem(const NpyProblemOptions& options);
 
-// A candidate tensor from `path` in the canonical layout (see diagnosis.hpp): 4-D files, or
+// A candidate tensor from `path` in the canonical layout (tensor_set.hpp): 4-D files, or
 // 3-D (B, S, d) files when the tensor has one head; L as (B, H, S_q), or (B, S_q) with one head.
 xt::xarray<double> load_candidate(const std::string& path, verify::TensorId id,
                                   const Problem& problem);

@@ -293,7 +293,7 @@ class Recorder : public cpu::TraceObserver {
 
 // Largest |t - gold| over every head of a result (the gold is finite for O and gradients).
 double max_error(const verify::HostTensor& t, std::int64_t heads,
-                 const xt::xtensor<double, 4>& gold) {
+                 const xt::xarray<double>& gold) {
   double worst = 0.0;
   for (std::int64_t b = 0; b < t.B(); ++b)
     for (std::int64_t h = 0; h < heads; ++h)
@@ -345,11 +345,12 @@ Trace record_trace(const verify::ProblemData& data, const TraceSettings& setting
   for (std::int64_t s = 0; s < p.S_q; ++s)
     trace.L.data.push_back(out.lse(0, 0, static_cast<std::size_t>(s)));
 
-  const verify::GoldOutputs gold = verify::compute_gold(data, settings.backward);
-  trace.gold_error.emplace_back("O", max_error(out.o, p.H, gold.O));
+  const verify::TensorSet gold = verify::compute_gold(data, settings.backward);
+  using verify::TensorId;
+  trace.gold_error.emplace_back("O", max_error(out.o, p.H, gold.at(TensorId::O)));
   double L_error = 0.0;
-  for (std::size_t n = 0; n < gold.L.size(); ++n) {
-    const double g = gold.L.flat(n), c = out.lse.flat(n);
+  for (std::size_t n = 0; n < gold.at(TensorId::L).size(); ++n) {
+    const double g = gold.at(TensorId::L).flat(n), c = out.lse.flat(n);
     L_error = std::max(L_error, g == c ? 0.0 : std::fabs(c - g));
   }
   trace.gold_error.emplace_back("L", L_error);
@@ -358,9 +359,9 @@ Trace record_trace(const verify::ProblemData& data, const TraceSettings& setting
     trace.dQ = head(out.dq, 0);
     trace.dK = head(out.dk, 0);
     trace.dV = head(out.dv, 0);
-    trace.gold_error.emplace_back("dQ", max_error(out.dq, p.H, gold.dQ));
-    trace.gold_error.emplace_back("dK", max_error(out.dk, p.H_kv, gold.dK));
-    trace.gold_error.emplace_back("dV", max_error(out.dv, p.H_kv, gold.dV));
+    trace.gold_error.emplace_back("dQ", max_error(out.dq, p.H, gold.at(TensorId::dQ)));
+    trace.gold_error.emplace_back("dK", max_error(out.dk, p.H_kv, gold.at(TensorId::dK)));
+    trace.gold_error.emplace_back("dV", max_error(out.dv, p.H_kv, gold.at(TensorId::dV)));
   }
   return trace;
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <variant>
 
+#include <xtensor/xarray.hpp>
 #include <xtensor/xtensor.hpp>
 
 #include "flashref/dtype.hpp"
@@ -34,6 +35,11 @@ class HostTensor {
   // A zero-filled tensor of logical shape (B, H, S, d) stored in `layout`.
   HostTensor(DType dtype, Layout layout, std::int64_t B, std::int64_t H, std::int64_t S,
              std::int64_t d);
+  // Canonical (B, H, S, d) values stored in `dtype` and `layout`: each value is converted to
+  // float, then rounded to `dtype` (nearest even), as set() does. Exact for values that are
+  // already float32, f16 or bf16 numbers. Throws InvalidArgument unless `values` is 4-D.
+  static HostTensor from_canonical(const xt::xarray<double>& values, DType dtype,
+                                   Layout layout = Layout::bhsd);
 
   DType dtype() const { return dtype_; }
   Layout layout() const { return layout_; }

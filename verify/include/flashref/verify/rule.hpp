@@ -1,4 +1,4 @@
-// The baseline-relative rule of design.md, "How correctness is judged":
+// The baseline-relative rule (docs/verification.md, "The rule"):
 //
 //   pass  iff  candidate max abs error <= k * baseline max abs error + floor
 //         and  the candidate has no NaN or infinity that the gold lacks

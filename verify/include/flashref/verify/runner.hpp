@@ -9,6 +9,7 @@
 
 #include "flashref/backend.hpp"
 #include "flashref/verify/problem_data.hpp"
+#include "flashref/verify/tensor_set.hpp"
 
 namespace flashref::verify {
 
@@ -24,11 +25,10 @@ struct RunOutputs {
   xt::xtensor<float, 3> lse;  // L, (B, H, S_q)
   HostTensor dq, dk, dv;      // empty unless backward; problem.grad_dtype
 
-  // The same values as double in the canonical layout, for the statistics.
-  xt::xtensor<double, 4> O;
-  xt::xtensor<double, 3> L;
-  xt::xtensor<double, 4> dQ, dK, dV;  // dK, dV: (B, H_kv, S_k, d)
-  bool has_backward = false;
+  // The same values as double in the canonical layout, for the statistics: O and L, and
+  // dQ, dK, dV after a backward.
+  TensorSet values;
+  bool has_backward() const { return values.has_backward(); }
 };
 
 // Validates the problem, then runs forward (and backward). Throws what the backend throws
@@ -37,7 +37,8 @@ RunOutputs run_backend(const Backend& backend, const ProblemData& data, const Ru
 
 // Runs only the backward, from the given O (problem.dtype, any layout) and L (B, H, S_q)
 // instead of the backend's own: how the rule gives the baseline the inputs a candidate's
-// backward received. The result has o, lse, O and L set to the given ones, and the gradients.
+// backward received. The result has o, lse and the values O and L set to the given ones, and
+// the gradients.
 RunOutputs run_backward_from(const Backend& backend, const ProblemData& data,
                              const RunOptions& options, const HostTensor& o,
                              const xt::xtensor<float, 3>& lse);

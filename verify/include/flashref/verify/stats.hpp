@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include <xtensor/xarray.hpp>
 #include <xtensor/xtensor.hpp>
 
 #include "flashref/verify/tensor_id.hpp"
@@ -54,5 +55,9 @@ ErrorStats compute_stats(const xt::xtensor<double, 4>& candidate,
 // L: (B, H, S_q); worst.i is 0.
 ErrorStats compute_stats(const xt::xtensor<double, 3>& candidate,
                          const xt::xtensor<double, 3>& gold, std::int64_t tile_size);
+// Tensor `id` of a TensorSet (canonical layout): the 4-D or the 3-D statistics above, along
+// seq_axis(id).
+ErrorStats compute_stats(TensorId id, const xt::xarray<double>& candidate,
+                         const xt::xarray<double>& gold, std::int64_t tile_size);
 
 }  // namespace flashref::verify

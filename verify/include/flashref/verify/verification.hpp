@@ -1,9 +1,11 @@
 // Judging backends: runs a case on each backend and on the baseline, compares every tensor
-// with the gold, and applies the rule (rule.hpp). This is the one place verification happens;
-// `flashref verify`, the property tests and `flashref fuzz` all come through here.
+// with the gold, and applies the rule (rule.hpp). This is the one place verification happens:
+// `flashref verify`, the property tests and `flashref fuzz` come through run_verification, and
+// `flashref check` (check.hpp) through the same judge and choose_gradient_baseline.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "flashref/verify/noise_floor.hpp"
 #include "flashref/verify/rule.hpp"
 #include "flashref/verify/runner.hpp"
+#include "flashref/verify/tensor_set.hpp"
 #include "flashref/verify/verify_case.hpp"
 
 namespace flashref::verify {
@@ -54,22 +57,33 @@ struct VerifyReport {
   bool any_available() const;
 };
 
-// Judges O and L under the rule with the noise floor of `noise`. Worst indices are placed in
-// tiles of tile_q query rows.
-std::vector<TensorReport> judge_forward(const Problem& problem, const GoldOutputs& gold,
-                                        const ScoreNoise& noise, const RunOutputs& baseline,
-                                        const RunOutputs& candidate, std::int64_t tile_q);
-// Judges dQ, dK and dV (nothing unless gold, baseline and candidate all have them), placing
-// worst indices in tiles of tile_q query rows (dQ) and tile_k key rows (dK, dV).
-// `baseline` holds the baseline backward's gradients: run from the candidate's O and L when
-// both passed (run_backward_from), else the baseline's own.
-std::vector<TensorReport> judge_backward(const Problem& problem, const GoldOutputs& gold,
-                                         const ScoreNoise& noise, const RunOutputs& baseline,
-                                         const RunOutputs& candidate, std::int64_t tile_q,
-                                         std::int64_t tile_k);
+// The rule applied to one tensor: the statistics of the candidate and of the baseline against
+// the gold, the worst index placed in a tile of `tile` rows along seq_axis(id), and
+// apply_rule with the floor's noise part from `noise_sigma` (ScoreNoise::max_sigma). Canonical
+// layout (tensor_set.hpp).
+TensorReport judge(TensorId id, const Problem& problem, const xt::xarray<double>& candidate,
+                   const xt::xarray<double>& baseline, const xt::xarray<double>& gold,
+                   double noise_sigma, std::int64_t tile);
 
-// "O", "L", "O and L": the forward tensors among `reports` that failed; empty when none did.
-std::string failed_forward_tensors(const std::vector<TensorReport>& reports);
+// judge() for each tensor of `ids` that `candidate` has, in the order of `ids`: the query
+// tensors (O, L, dQ) in tiles of tile_q rows, the key tensors (dK, dV) of tile_k rows. `gold`
+// and `baseline` must have every tensor judged. For the gradients, `baseline` holds the baseline
+// backward's gradients chosen by choose_gradient_baseline.
+std::vector<TensorReport> judge(const Problem& problem, std::span<const TensorId> ids,
+                                const TensorSet& candidate, const TensorSet& baseline,
+                                const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
+                                std::int64_t tile_k);
+
+struct GradientBaseline {
+  BackwardInputs inputs = BackwardInputs::none;
+  std::string reason;  // why the baseline's own O and L are used; else empty
+};
+// Which O and L the baseline backward runs from when a candidate's gradients are judged, from
+// the reports of the candidate's O and L: the candidate's own when both were judged and passed
+// (the caller then runs run_backward_from with them), else the baseline's own, with the reason
+// ("<candidate>'s O failed", "<candidate>'s O and L were not both given").
+GradientBaseline choose_gradient_baseline(const std::vector<TensorReport>& forward,
+                                          const std::string& candidate);
 
 // Validates the case (InvalidArgument on bad input or an unknown backend name), generates its
 // inputs, computes the gold, the score-rounding noise and the baseline once, and judges each

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flashref/problem.hpp"
-#include "run_cli.hpp"
+#include "cli_harness.hpp"
 
 namespace flashref {
 namespace {

@@ -1,4 +1,4 @@
-#include "flashref/verify/sweeps.hpp"
+#include "flashref/verify/bench/sweeps.hpp"
 
 #include <string>
 
@@ -17,7 +17,7 @@ const std::vector<Sweep>& sweeps() {
              {make_problem(1, 8, 8, 2048, 2048, 64, Mask::causal_top_left, DType::f32), true,
               "f32 B=1 H=8 S=2048 d=64 causal"}};
        }},
-      // The cuda backend's sweeps (issue 4). bench/peers.py runs PyTorch's backends, the naive
+      // The cuda backend's sweeps. bench/peers.py runs PyTorch's backends, the naive
       // one included, on the same points (`--sweep NAME`), so the two tables line up.
       {"naive-memory",
        "the course's problem 1: B=8, one head, d in {16, 32, 64, 128}, S in {256, 1024, 4096, "

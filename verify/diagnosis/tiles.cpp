@@ -7,7 +7,7 @@
 
 #include <xtensor/xview.hpp>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 
 namespace flashref::verify::diagnosis {
 namespace {
@@ -28,7 +28,7 @@ TensorView rows_of(TensorView v, std::int64_t begin, std::int64_t count) {
 }
 
 // The tensors of a causal problem whose diagonal tiles of size T x T ignore the mask.
-Tensors diagonal_unmasked(const Context& ctx, std::int64_t T) {
+TensorSet diagonal_unmasked(const Context& ctx, std::int64_t T) {
   const Problem& p = ctx.problem;
   const bool forward = ctx.needs_forward(), backward = ctx.needs_backward();
   xt::xarray<double> O = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q), n(p.d)});
@@ -74,7 +74,7 @@ Tensors diagonal_unmasked(const Context& ctx, std::int64_t T) {
       xt::view(dV, xt::all(), xt::all(), k(), xt::all()) += g.dV;
     }
   }
-  Tensors t;
+  TensorSet t;
   if (forward) {
     t[TensorId::O] = std::move(O);
     t[TensorId::L] = std::move(L);

@@ -1,7 +1,7 @@
 // The diagnosis: builds the problem the hypotheses are tested on, lets every hypothesis family
 // propose its variants, keeps per failed tensor the one that fits best, then looks for location
 // patterns in what no hypothesis explains. See diagnosis.hpp.
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,12 +11,11 @@
 
 #include <xtensor/xview.hpp>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/npy.hpp"
 
-namespace flashref::verify {
-namespace diagnosis {
+namespace flashref::verify::diagnosis {
 
 bool Context::failed_any(std::initializer_list<TensorId> ids) const {
   for (TensorId id : ids) {
@@ -64,8 +63,8 @@ BackwardParams backward_params(const Context& ctx, const Problem& problem) {
   return p;
 }
 
-Tensors recompute(const Context& ctx, const Problem& changed) {
-  Tensors t;
+TensorSet recompute(const Context& ctx, const Problem& changed) {
+  TensorSet t;
   if (ctx.needs_forward()) {
     reference::GoldForward f = reference::gold_forward(forward_params(ctx, changed));
     t[TensorId::O] = std::move(f.O);
@@ -80,13 +79,7 @@ Tensors recompute(const Context& ctx, const Problem& changed) {
   return t;
 }
 
-}  // namespace diagnosis
-
 namespace {
-
-using diagnosis::Context;
-using diagnosis::Hypothesis;
-using diagnosis::relative_distance;
 
 // Above this many multiply-adds per Q K^T (B * H * S_q * S_k * d), hypotheses are tested on
 // batch 0 and key/value head 0's group only: each of the dozen recomputations of the gold then
@@ -103,21 +96,6 @@ double tolerance(TensorId id, const Problem& p, double baseline_rel_l2) {
   return std::max(4.0 * baseline_rel_l2, 16.0 * unit_roundoff);
 }
 
-std::vector<std::size_t> expected_shape(TensorId id, const Problem& p) {
-  auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
-  switch (id) {
-    case TensorId::O:
-    case TensorId::dQ:
-      return {n(p.B), n(p.H), n(p.S_q), n(p.d)};
-    case TensorId::L:
-      return {n(p.B), n(p.H), n(p.S_q)};
-    case TensorId::dK:
-    case TensorId::dV:
-      return {n(p.B), n(p.H_kv), n(p.S_k), n(p.d)};
-  }
-  return {};
-}
-
 // Batch 0 and the first `heads` heads of a canonical (B, H, S[, d]) tensor.
 xt::xarray<double> first_heads(const xt::xarray<double>& a, std::int64_t heads) {
   const auto h = static_cast<std::size_t>(heads);
@@ -128,15 +106,24 @@ xt::xarray<double> first_heads(const xt::xarray<double>& a, std::int64_t heads) 
                   xt::all(), xt::all());
 }
 
-Context make_context(const ProblemData& data, const std::vector<CandidateTensor>& candidate,
-                     std::string& scope_note) {
+// One tensor the candidate produced, and what the rule said about it.
+struct Judged {
+  TensorId id = TensorId::O;
+  const xt::xarray<double>* values = nullptr;  // the candidate's, canonical layout
+  bool failed = false;                         // the rule's verdict
+  double limit = 0.0;            // the largest |candidate - gold| per element the rule allows
+  double baseline_rel_l2 = 0.0;  // the baseline's relative L2 error against the gold
+};
+
+Context make_context(const ProblemData& data, const TensorSet& candidate,
+                     const std::vector<Judged>& judged, std::string& scope_note) {
   Context ctx;
   ctx.problem = data.problem;
   ctx.q = data.q.view();
   ctx.k = data.k.view();
   ctx.v = data.v.view();
   if (!data.dO.empty()) ctx.dO = data.dO.view();
-  for (const CandidateTensor& c : candidate) {
+  for (const Judged& c : judged) {
     if (c.failed) ctx.failed.push_back(c.id);
   }
   std::sort(ctx.failed.begin(), ctx.failed.end());
@@ -161,28 +148,27 @@ Context make_context(const ProblemData& data, const std::vector<CandidateTensor>
                  " query head(s) of key/value head 0 (the whole problem is large)";
   }
 
-  ctx.forward = reference::gold_forward(diagnosis::forward_params(ctx, ctx.problem));
+  ctx.forward = reference::gold_forward(forward_params(ctx, ctx.problem));
   ctx.gold[TensorId::O] = ctx.forward.O;
   ctx.gold[TensorId::L] = ctx.forward.L;
   if (ctx.needs_backward()) {
-    ctx.backward = reference::gold_backward(diagnosis::backward_params(ctx, ctx.problem));
+    ctx.backward = reference::gold_backward(backward_params(ctx, ctx.problem));
     ctx.gold[TensorId::dQ] = ctx.backward->dQ;
     ctx.gold[TensorId::dK] = ctx.backward->dK;
     ctx.gold[TensorId::dV] = ctx.backward->dV;
   }
-  for (const CandidateTensor& c : candidate) {
-    const bool kv = c.id == TensorId::dK || c.id == TensorId::dV;
-    ctx.candidate[c.id] = slice ? first_heads(c.values, kv ? 1 : p.group_size()) : c.values;
+  for (const auto& [id, values] : candidate) {
+    const bool kv = id == TensorId::dK || id == TensorId::dV;
+    ctx.candidate[id] = slice ? first_heads(values, kv ? 1 : p.group_size()) : values;
   }
   return ctx;
 }
 
 std::vector<Hypothesis> all_hypotheses(const Context& ctx) {
   std::vector<Hypothesis> all;
-  for (auto family : {diagnosis::scale_hypotheses, diagnosis::mask_hypotheses,
-                      diagnosis::lse_hypotheses, diagnosis::output_hypotheses,
-                      diagnosis::gradient_scale_hypotheses, diagnosis::d_vector_hypotheses,
-                      diagnosis::gqa_hypotheses, diagnosis::diagonal_hypotheses}) {
+  for (auto family : {scale_hypotheses, mask_hypotheses, lse_hypotheses, output_hypotheses,
+                      gradient_scale_hypotheses, d_vector_hypotheses, gqa_hypotheses,
+                      diagonal_hypotheses}) {
     for (Hypothesis& h : family(ctx)) all.push_back(std::move(h));
   }
   return all;
@@ -198,18 +184,18 @@ struct Fit {
 // equally well (within 1.5x of the best) the first in kDiagnosisCodes order wins: the
 // simpler explanation of the same numbers.
 std::optional<Fit> best_fit(const Context& ctx, const std::vector<Hypothesis>& hypotheses,
-                            const CandidateTensor& c) {
+                            const Judged& c) {
   const xt::xarray<double>& cand = ctx.candidate.at(c.id);
   const xt::xarray<double>& gold = ctx.gold.at(c.id);
   const double to_gold = relative_distance(cand, gold);
   const double tol = tolerance(c.id, ctx.problem, c.baseline_rel_l2);
   std::vector<Fit> fits;
   for (std::size_t n = 0; n < hypotheses.size(); ++n) {
-    const auto it = hypotheses[n].variant.find(c.id);
-    if (it == hypotheses[n].variant.end()) continue;
+    if (!hypotheses[n].variant.has(c.id)) continue;
+    const xt::xarray<double>& variant = hypotheses[n].variant.at(c.id);
     // A mistake that does not change this tensor cannot explain its error.
-    if (relative_distance(it->second, gold) <= tol) continue;
-    const double d = relative_distance(cand, it->second);
+    if (relative_distance(variant, gold) <= tol) continue;
+    const double d = relative_distance(cand, variant);
     if (d <= tol && d * kFarBetter <= to_gold) fits.push_back({n, d, to_gold});
   }
   if (fits.empty()) return std::nullopt;
@@ -228,39 +214,43 @@ std::size_t code_rank(const std::string& code) {
 
 }  // namespace
 
-Diagnosis diagnose(const ProblemData& data, const std::vector<CandidateTensor>& candidate,
-                   const GoldOutputs& gold) {
-  for (const CandidateTensor& c : candidate) {
-    const auto want = expected_shape(c.id, data.problem);
-    const std::vector<std::size_t> got(c.values.shape().begin(), c.values.shape().end());
-    if (got != want) {
-      throw InvalidArgument(
-          "candidate " + std::string(tensor_name(c.id)),
-          "shape is " + shape_string(got) + " but the problem needs " + shape_string(want));
-    }
-  }
-  for (const CandidateTensor& c : candidate) {
-    if (seq_axis(c.id) == SeqAxis::key || c.id == TensorId::dQ) {
+Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
+                   const std::vector<TensorReport>& judged_reports, const TensorSet& gold) {
+  require_canonical_shapes(candidate, data.problem, "candidate");
+  for (const auto& [id, values] : candidate) {
+    if (seq_axis(id) == SeqAxis::key || id == TensorId::dQ) {
       if (data.dO.empty()) {
-        throw InvalidArgument("dO", "diagnosing " + std::string(tensor_name(c.id)) +
+        throw InvalidArgument("dO", "diagnosing " + std::string(tensor_name(id)) +
                                         " needs dO, the gradient of the output");
       }
     }
   }
+  // The candidate's tensors that were judged, in TensorId order.
+  std::vector<Judged> candidate_tensors;
+  for (const auto& [id, values] : candidate) {
+    Judged c{id, &values};
+    for (const TensorReport& r : judged_reports) {
+      if (r.tensor != id) continue;
+      c.failed = !r.rule.pass;
+      c.limit = r.rule.limit;
+      c.baseline_rel_l2 = r.baseline.rel_l2;
+    }
+    candidate_tensors.push_back(c);
+  }
   Diagnosis result;
-  if (std::none_of(candidate.begin(), candidate.end(),
-                   [](const CandidateTensor& c) { return c.failed; })) {
+  if (std::none_of(candidate_tensors.begin(), candidate_tensors.end(),
+                   [](const Judged& c) { return c.failed; })) {
     return result;
   }
 
-  const Context ctx = make_context(data, candidate, result.scope_note);
+  const Context ctx = make_context(data, candidate, candidate_tensors, result.scope_note);
   const std::vector<Hypothesis> hypotheses = all_hypotheses(ctx);
 
   // Per failed tensor the best hypothesis; tensors explained by the same code become one
   // finding (its explanation is that of the first).
   std::map<std::string, Finding> by_code;
   std::vector<TensorId> explained;
-  for (const CandidateTensor& c : candidate) {
+  for (const Judged& c : candidate_tensors) {
     if (!c.failed) continue;
     const std::optional<Fit> fit = best_fit(ctx, hypotheses, c);
     if (!fit) continue;
@@ -280,35 +270,16 @@ Diagnosis diagnose(const ProblemData& data, const std::vector<CandidateTensor>& 
   for (auto& [code, finding] : by_code) result.findings.push_back(std::move(finding));
 
   std::vector<TensorId> located;
-  if (std::optional<Finding> f = diagnosis::nan_masked_rows(candidate, gold)) {
+  if (std::optional<Finding> f = nan_masked_rows(candidate, gold)) {
     located = f->tensors;
     result.findings.push_back(std::move(*f));
   }
-  for (const CandidateTensor& c : candidate) {
+  for (const Judged& c : candidate_tensors) {
     const auto seen = [&](const std::vector<TensorId>& ids) {
       return std::find(ids.begin(), ids.end(), c.id) != ids.end();
     };
     if (!c.failed || seen(explained) || seen(located)) continue;
-    const xt::xtensor<double, 4>* g4 = nullptr;
-    switch (c.id) {
-      case TensorId::O:
-        g4 = &gold.O;
-        break;
-      case TensorId::dQ:
-        g4 = &gold.dQ;
-        break;
-      case TensorId::dK:
-        g4 = &gold.dK;
-        break;
-      case TensorId::dV:
-        g4 = &gold.dV;
-        break;
-      case TensorId::L:
-        break;
-    }
-    const xt::xarray<double> g =
-        g4 != nullptr ? xt::xarray<double>(*g4) : xt::xarray<double>(gold.L);
-    if (std::optional<Finding> f = diagnosis::tail_rows(c, g)) {
+    if (std::optional<Finding> f = tail_rows(c.id, *c.values, gold.at(c.id), c.limit)) {
       // One tail finding per tile size pattern: merge tensors that share it.
       auto same =
           std::find_if(result.findings.begin(), result.findings.end(), [&](const Finding& x) {
@@ -346,4 +317,4 @@ nlohmann::json to_json(const Diagnosis& d) {
   return j;
 }
 
-}  // namespace flashref::verify
+}  // namespace flashref::verify::diagnosis

@@ -1,4 +1,4 @@
-#include "flashref/verify/memory.hpp"
+#include "flashref/verify/bench/memory.hpp"
 
 #include <malloc.h>
 

@@ -8,7 +8,7 @@
 #include "flashref/cpu/faults.hpp"
 #include "flashref/verify/generators.hpp"
 #include "flashref/verify/verification.hpp"
-#include "run_cli.hpp"
+#include "cli_harness.hpp"
 
 namespace flashref {
 namespace {

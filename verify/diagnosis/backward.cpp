@@ -4,7 +4,7 @@
 
 #include <xtensor/xview.hpp>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 #include "flashref/verify/host_tensor.hpp"
 
 namespace flashref::verify::diagnosis {
@@ -64,9 +64,9 @@ std::vector<Hypothesis> d_vector_hypotheses(const Context& ctx) {
   // dQ is known, the error e_i of each row is fitted by least squares along that direction;
   // otherwise the common mistake e = -D (D missing) is tested.
   xt::xtensor<double, 3> error = -D;
-  const auto cand = ctx.candidate.find(TensorId::dQ);
-  const bool fit = cand != ctx.candidate.end() && p.d >= kMinHeadDimForFittedD;
+  const bool fit = ctx.candidate.has(TensorId::dQ) && p.d >= kMinHeadDimForFittedD;
   if (fit) {
+    const xt::xarray<double>& cand = ctx.candidate.at(TensorId::dQ);
     const reference::GoldBackward at_D = reference::gold_backward_with_D(params, D);
     const reference::GoldBackward at_D1 = reference::gold_backward_with_D(params, D + 1.0);
     for (std::int64_t b = 0; b < p.B; ++b)
@@ -76,7 +76,7 @@ std::vector<Hypothesis> d_vector_hypotheses(const Context& ctx) {
           for (std::int64_t i = 0; i < p.d; ++i) {
             const std::size_t bi = n(b), hi = n(h), si = n(s), ii = n(i);
             const double direction = at_D1.dQ(bi, hi, si, ii) - at_D.dQ(bi, hi, si, ii);
-            const double residual = cand->second(bi, hi, si, ii) - at_D.dQ(bi, hi, si, ii);
+            const double residual = cand(bi, hi, si, ii) - at_D.dQ(bi, hi, si, ii);
             if (std::isfinite(residual)) dot += direction * residual;
             norm += direction * direction;
           }

@@ -1,4 +1,4 @@
-#include "flashref/verify/bench.hpp"
+#include "flashref/verify/bench/bench.hpp"
 
 #include <omp.h>
 
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "flashref/error.hpp"
-#include "flashref/verify/memory.hpp"
+#include "flashref/verify/bench/memory.hpp"
 #include "flashref/verify/problem_data.hpp"
 #include "flashref/verify/report.hpp"
 #include "staging.hpp"

@@ -1,5 +1,5 @@
-// Running the built `flashref` binary from tests: its exit code, stdout and stderr, and a
-// scratch directory per test.
+// Running the built `flashref` binary from tests (its path comes from the build: FLASHREF_CLI):
+// its exit code, stdout and stderr, and a scratch directory per test.
 #pragma once
 
 #include <sys/wait.h>
@@ -25,7 +25,7 @@ class ScratchDir {
   ScratchDir() {
     static std::atomic<int> counter{0};
     path_ = std::filesystem::temp_directory_path() /
-            ("flashref_toolkit_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+            ("flashref_cli_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -49,7 +49,8 @@ inline std::string read_text(const std::string& path) {
   return s.str();
 }
 
-// Runs `FLASHREF_CLI args` through the shell (arguments are passed as written).
+// Runs `FLASHREF_CLI args` through the shell (arguments are passed as written), with stdin
+// from /dev/null.
 inline CliRun run_cli(const std::string& args) {
   ScratchDir io;
   const std::string out = io.file("stdout"), err = io.file("stderr");
@@ -61,6 +62,10 @@ inline CliRun run_cli(const std::string& args) {
   r.out = read_text(out);
   r.err = read_text(err);
   return r;
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
 }
 
 }  // namespace flashref::testing

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 
 namespace flashref::verify::diagnosis {
 namespace {
@@ -21,26 +21,25 @@ bool element_wrong(double c, double g, double limit) {
 
 }  // namespace
 
-std::optional<Finding> nan_masked_rows(const std::vector<CandidateTensor>& candidate,
-                                       const GoldOutputs& gold) {
-  const auto& L = gold.L;
+std::optional<Finding> nan_masked_rows(const TensorSet& candidate, const TensorSet& gold) {
+  const xt::xarray<double>& L = gold.at(TensorId::L);
   Finding f;
   std::int64_t rows = 0;
   nlohmann::json example;
-  for (const CandidateTensor& c : candidate) {
-    if (seq_axis(c.id) != SeqAxis::query) continue;
+  for (const auto& [id, values] : candidate) {
+    if (seq_axis(id) != SeqAxis::query) continue;
     std::int64_t bad_rows = 0;
-    const auto& shape = c.values.shape();
-    const std::size_t cols = c.values.dimension() == 4 ? shape[3] : 1;
+    const auto& shape = values.shape();
+    const std::size_t cols = values.dimension() == 4 ? shape[3] : 1;
     for (std::size_t b = 0; b < shape[0]; ++b)
       for (std::size_t h = 0; h < shape[1]; ++h)
         for (std::size_t s = 0; s < shape[2]; ++s) {
           if (L(b, h, s) != -std::numeric_limits<double>::infinity()) continue;
           bool bad = false;
           for (std::size_t i = 0; i < cols && !bad; ++i) {
-            const double v = c.values.flat(((b * shape[1] + h) * shape[2] + s) * cols + i);
+            const double v = values.flat(((b * shape[1] + h) * shape[2] + s) * cols + i);
             // L = -inf is the right answer for a row that sees nothing.
-            bad = c.id == TensorId::L
+            bad = id == TensorId::L
                       ? (std::isnan(v) || v == std::numeric_limits<double>::infinity())
                       : !std::isfinite(v);
           }
@@ -49,7 +48,7 @@ std::optional<Finding> nan_masked_rows(const std::vector<CandidateTensor>& candi
           ++bad_rows;
         }
     if (bad_rows > 0) {
-      f.tensors.push_back(c.id);
+      f.tensors.push_back(id);
       rows = std::max(rows, bad_rows);
     }
   }
@@ -63,14 +62,15 @@ std::optional<Finding> nan_masked_rows(const std::vector<CandidateTensor>& candi
   return f;
 }
 
-std::optional<Finding> tail_rows(const CandidateTensor& c, const xt::xarray<double>& gold) {
-  const auto& shape = c.values.shape();
+std::optional<Finding> tail_rows(TensorId id, const xt::xarray<double>& candidate,
+                                 const xt::xarray<double>& gold, double limit) {
+  const auto& shape = candidate.shape();
   const auto S = static_cast<std::int64_t>(shape[2]);
-  const std::size_t cols = c.values.dimension() == 4 ? shape[3] : 1;
+  const std::size_t cols = candidate.dimension() == 4 ? shape[3] : 1;
   std::vector<bool> wrong(static_cast<std::size_t>(S), false);
-  for (std::size_t n = 0; n < c.values.size(); ++n) {
+  for (std::size_t n = 0; n < candidate.size(); ++n) {
     const std::size_t s = (n / cols) % shape[2];
-    if (!wrong[s] && element_wrong(c.values.flat(n), gold.flat(n), c.limit)) wrong[s] = true;
+    if (!wrong[s] && element_wrong(candidate.flat(n), gold.flat(n), limit)) wrong[s] = true;
   }
   const auto first_wrong = std::find(wrong.begin(), wrong.end(), true);
   if (first_wrong == wrong.end()) return std::nullopt;
@@ -94,12 +94,12 @@ std::optional<Finding> tail_rows(const CandidateTensor& c, const xt::xarray<doub
   }
   if (sizes.empty()) return std::nullopt;
 
-  const bool query = seq_axis(c.id) == SeqAxis::query;
+  const bool query = seq_axis(id) == SeqAxis::query;
   std::string tile_text = std::to_string(sizes.front());
   for (std::size_t n = 1; n < sizes.size(); ++n) tile_text += " or " + std::to_string(sizes[n]);
   Finding f;
   f.code = "tail_rows";
-  f.tensors = {c.id};
+  f.tensors = {id};
   f.explanation =
       std::string("errors are confined to the last partial ") + (query ? "query" : "key") +
       " tile for tile size " + tile_text + ": rows " + std::to_string(best_begin) + ".." +

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "diagnosis_internal.hpp"
+#include "internal.hpp"
 
 namespace flashref::verify::diagnosis {
 namespace {
@@ -57,7 +57,7 @@ std::vector<Hypothesis> scale_hypotheses(const Context& ctx) {
     h.variant = recompute(ctx, changed);
     // The same slip in S only, with dQ and dK still multiplied by the scale asked for
     // (eq. 18-19 written as dS K * s): those gradients differ by s / scale.
-    if (h.variant.count(TensorId::dQ) > 0) {
+    if (h.variant.has(TensorId::dQ)) {
       Hypothesis kept = h;
       kept.explanation += " (the gradients kept the right scale)";
       kept.variant.erase(TensorId::O);

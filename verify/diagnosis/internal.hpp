@@ -2,7 +2,6 @@
 // hypotheses themselves, and the location patterns. Not installed.
 #pragma once
 
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,11 +11,10 @@
 
 #include "flashref/params.hpp"
 #include "flashref/reference/gold.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/diagnosis/diagnose.hpp"
+#include "flashref/verify/tensor_set.hpp"
 
 namespace flashref::verify::diagnosis {
-
-using Tensors = std::map<TensorId, xt::xarray<double>>;
 
 // The problem the hypotheses are recomputed on: the whole one, or a slice of a large one.
 struct Context {
@@ -24,8 +22,8 @@ struct Context {
   TensorView q, k, v, dO;                           // dO.data is null when no gradient is checked
   reference::GoldForward forward;                   // O, L, m, l of the gold
   std::optional<reference::GoldBackward> backward;  // when gradients are checked
-  Tensors gold;                                     // the gold of every tensor that can be compared
-  Tensors candidate;             // the candidate's tensors, sliced like the problem
+  TensorSet gold;                // the gold of every tensor that can be compared
+  TensorSet candidate;           // the candidate's tensors, sliced like the problem
   std::vector<TensorId> failed;  // the tensors the rule failed, in TensorId order
 
   bool failed_any(std::initializer_list<TensorId> ids) const;
@@ -40,12 +38,12 @@ struct Hypothesis {
   std::string code;
   std::string explanation;
   nlohmann::json detail = nlohmann::json::object();
-  Tensors variant;  // only the tensors the mistake changes
+  TensorSet variant;  // only the tensors the mistake changes
 };
 
 // The gold recomputed for a changed problem (scale, mask): O and L when the forward is checked,
 // dQ, dK and dV when gradients are.
-Tensors recompute(const Context& ctx, const Problem& changed);
+TensorSet recompute(const Context& ctx, const Problem& changed);
 // Forward and backward params for the context's inputs and `problem`.
 ForwardParams forward_params(const Context& ctx, const Problem& problem);
 BackwardParams backward_params(const Context& ctx, const Problem& problem);
@@ -64,10 +62,12 @@ std::vector<Hypothesis> diagonal_hypotheses(const Context& ctx);        // diago
 // included) count as no difference, any other non-finite pair makes the distance infinite.
 double relative_distance(const xt::xarray<double>& c, const xt::xarray<double>& r);
 
-// Location patterns, on the whole problem.
-std::optional<Finding> nan_masked_rows(const std::vector<CandidateTensor>& candidate,
-                                       const GoldOutputs& gold);
-std::optional<Finding> tail_rows(const CandidateTensor& candidate, const xt::xarray<double>& gold);
+// Location patterns, on the whole problem. nan_masked_rows looks at every query tensor of
+// `candidate` (O, L, dQ); tail_rows at tensor `id`, whose elements are wrong when further
+// from the gold than `limit`, the rule's limit.
+std::optional<Finding> nan_masked_rows(const TensorSet& candidate, const TensorSet& gold);
+std::optional<Finding> tail_rows(TensorId id, const xt::xarray<double>& candidate,
+                                 const xt::xarray<double>& gold, double limit);
 
 // "0.125", "1 (no scale)": numbers in explanations.
 std::string format_number(double x);

@@ -12,13 +12,14 @@
 #include "flashref/cpu/faults.hpp"
 #include "flashref/error.hpp"
 #include "flashref/reference/gold.hpp"
-#include "flashref/verify/diagnosis.hpp"
+#include "flashref/verify/check.hpp"
 #include "flashref/verify/runner.hpp"
 
 namespace {
 
 using namespace flashref;
 using namespace flashref::verify;
+using namespace flashref::verify::diagnosis;
 using cpu::Fault;
 
 struct Plant {
@@ -28,16 +29,6 @@ struct Plant {
   bool backward = false;
   std::uint64_t seed = 1;
 };
-
-CandidateSet candidate_of(const RunOutputs& out) {
-  CandidateSet c{{TensorId::O, out.O}, {TensorId::L, out.L}};
-  if (out.has_backward) {
-    c[TensorId::dQ] = out.dQ;
-    c[TensorId::dK] = out.dK;
-    c[TensorId::dV] = out.dV;
-  }
-  return c;
-}
 
 // Runs the cpu backend with the planted faults and checks its outputs as `flashref check`
 // would; `judged` (default: the same problem) is the problem the check is told about.
@@ -50,7 +41,7 @@ CheckResult check_cpu(const Plant& plant, const Problem* judged = nullptr) {
   run.backward = plant.backward;
   const RunOutputs out = run_backend(*make_backend("cpu"), data, run);
   if (judged != nullptr) data.problem = *judged;
-  return check_candidate(data, candidate_of(out), plant.tile_q, plant.tile_k);
+  return check_candidate(data, out.values, plant.tile_q, plant.tile_k);
 }
 
 std::set<std::string> codes(const CheckResult& r) {
@@ -277,9 +268,10 @@ TEST(Diagnosis, UnexplainedErrorsGetNoAbsurdFinding) {
   ProblemData data = make_problem_data(p, {5, false, Layout::bshd});
   RunOptions run;
   const RunOutputs out = run_backend(*make_backend("cpu"), data, run);
-  xt::xarray<double> O = out.O;
+  xt::xarray<double> O = out.values.at(TensorId::O);
   for (std::size_t n = 0; n < O.size(); ++n) O.flat(n) += 1e-3 * std::sin(static_cast<double>(n));
-  const CheckResult r = check_candidate(data, {{TensorId::O, O}, {TensorId::L, out.L}}, 32, 32);
+  const CheckResult r =
+      check_candidate(data, {{TensorId::O, O}, {TensorId::L, out.values.at(TensorId::L)}}, 32, 32);
   EXPECT_EQ(failed(r), std::set<TensorId>{TensorId::O});
   EXPECT_TRUE(r.diagnosis.findings.empty()) << describe_findings(r);
 }

@@ -1,0 +1,33 @@
+// `flashref check` in one call: judges another kernel's tensors against the gold under the rule
+// (verification.hpp: the same judge and choice of the gradients' baseline as `flashref
+// verify`), then diagnoses the failures (diagnosis/diagnose.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashref/verify/diagnosis/diagnose.hpp"
+#include "flashref/verify/problem_data.hpp"
+#include "flashref/verify/tensor_set.hpp"
+#include "flashref/verify/verification.hpp"
+
+namespace flashref::verify {
+
+struct CheckResult {
+  std::vector<TensorReport> tensors;  // in TensorId order
+  diagnosis::Diagnosis diagnosis;
+  BackwardInputs backward_inputs = BackwardInputs::none;  // none when no gradient was given
+  std::string backward_inputs_reason;  // why the baseline's own O and L were used; else empty
+  bool passed() const;
+};
+
+// Judges each tensor of `candidate` (canonical layout) against the gold: the baseline is the
+// reference backend in the problem's precision; its backward runs from the candidate's O and L
+// when both are given and pass. Worst indices are placed in tiles of tile_q query rows and
+// tile_k key rows. Gradients need data.dO. Throws InvalidArgument for a candidate tensor of the
+// wrong shape (field "candidate O", ...).
+CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
+                            std::int64_t tile_q, std::int64_t tile_k);
+
+}  // namespace flashref::verify
