@@ -110,14 +110,24 @@ std::string failed_forward_tensors(const std::vector<TensorReport>& reports) {
 VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string>& backends) {
   validate(c.problem);
   require_tiles(c);
+  std::vector<std::unique_ptr<Backend>> made;
+  std::vector<const Backend*> candidates;
+  for (const std::string& name : backends) {
+    made.push_back(make_backend(name));  // InvalidArgument for an unknown name
+    candidates.push_back(made.back().get());
+  }
+  return run_verification(c, candidates);
+}
+
+VerifyReport run_verification(const VerifyCase& c, const std::vector<const Backend*>& candidates) {
+  validate(c.problem);
+  require_tiles(c);
   VerifyReport report;
   report.verify_case = c;
-  std::vector<std::unique_ptr<Backend>> candidates;
-  for (const std::string& name : backends) {
-    candidates.push_back(make_backend(name));  // InvalidArgument for an unknown name
+  for (const Backend* candidate : candidates) {
     BackendReport b;
-    b.backend = name;
-    const Support s = candidates.back()->supports(c.problem);
+    b.backend = candidate->name();
+    const Support s = candidate->supports(c.problem);
     b.available = s.ok;
     b.unavailable_reason = s.reason;
     report.backends.push_back(std::move(b));
@@ -131,12 +141,9 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
   run.exec = exec_options(c);
   run.layout = c.layout;
   run.backward = c.backward;
-  // The baseline is the reference backend in the candidate's precision; planted faults are
-  // for the candidate only.
-  RunOptions baseline_run = run;
-  baseline_run.exec.test_faults = 0;
+  // The baseline is the reference backend in the candidate's precision.
   const std::unique_ptr<Backend> reference = make_backend("reference");
-  const RunOutputs baseline = run_backend(*reference, data, baseline_run);
+  const RunOutputs baseline = run_backend(*reference, data, run);
 
   const std::int64_t tile_q = report_tile_q(c), tile_k = report_tile_k(c);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -144,9 +151,7 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
     if (!b.available) continue;
     try {
       std::optional<RunOutputs> own;
-      if (b.backend != "reference" || c.test_faults != 0) {
-        own = run_backend(*candidates[i], data, run);
-      }
+      if (b.backend != "reference") own = run_backend(*candidates[i], data, run);
       const RunOutputs& candidate = own ? *own : baseline;
       b.tensors = judge_forward(c.problem, gold, noise, baseline, candidate, tile_q);
       if (c.backward) {
@@ -157,7 +162,7 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
         std::optional<RunOutputs> given;
         if (failed.empty()) {
           b.backward_inputs = BackwardInputs::candidate;
-          if (own) given = run_backward_from(*reference, data, baseline_run, own->o, own->lse);
+          if (own) given = run_backward_from(*reference, data, run, own->o, own->lse);
         } else {
           b.backward_inputs = BackwardInputs::baseline;
           b.backward_inputs_reason = b.backend + "'s " + failed + " failed";
