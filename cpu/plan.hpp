@@ -101,8 +101,8 @@ class Plan {
  private:
   Problem problem_;
   float scale_, dq_scale_, dk_scale_;
-  bool mask_diagonal_, tail_rows_, normalizes_O_, zeroes_keyless_rows_, lse_adds_max_,
-      lse_base2_, computes_D_;
+  bool mask_diagonal_, tail_rows_, normalizes_O_, zeroes_keyless_rows_, lse_adds_max_, lse_base2_,
+      computes_D_;
   std::int64_t dkdv_heads_;
   std::int64_t B_q_, B_k_, T_q_, T_k_, q_rows_max_, k_rows_max_;
 };

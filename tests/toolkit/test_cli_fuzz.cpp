@@ -33,12 +33,12 @@ std::string rerun_args(const std::string& command) {
 flashref::verify::VerifyCase case_of(const nlohmann::json& j) {
   const nlohmann::json& p = j.at("problem");
   flashref::verify::VerifyCase c;
-  c.problem = flashref::make_problem(
-      p.at("B").get<std::int64_t>(), p.at("H").get<std::int64_t>(),
-      p.at("H_kv").get<std::int64_t>(), p.at("S_q").get<std::int64_t>(),
-      p.at("S_k").get<std::int64_t>(), p.at("d").get<std::int64_t>(),
-      flashref::parse_mask(p.at("mask").get<std::string>()),
-      flashref::parse_dtype(p.at("dtype").get<std::string>()));
+  c.problem =
+      flashref::make_problem(p.at("B").get<std::int64_t>(), p.at("H").get<std::int64_t>(),
+                             p.at("H_kv").get<std::int64_t>(), p.at("S_q").get<std::int64_t>(),
+                             p.at("S_k").get<std::int64_t>(), p.at("d").get<std::int64_t>(),
+                             flashref::parse_mask(p.at("mask").get<std::string>()),
+                             flashref::parse_dtype(p.at("dtype").get<std::string>()));
   c.problem.grad_dtype = flashref::parse_dtype(p.at("grad_dtype").get<std::string>());
   c.problem.scale = p.at("scale").get<double>();
   c.tile_q = j.at("tile_q").get<int>();
@@ -82,8 +82,7 @@ TEST(CliFuzz, FindsAPlantedBugShrinksItAndReproducesIt) {
     // The command is the minimal case's, and that case fails again with the bug planted.
     const flashref::verify::VerifyCase minimal = case_of(failure.at("case"));
     EXPECT_EQ(flashref::verify::reproduce_command(minimal, {"cpu"}), command);
-    EXPECT_FALSE(flashref::verify::run_verification(minimal, {planted.get()}).passed())
-        << command;
+    EXPECT_FALSE(flashref::verify::run_verification(minimal, {planted.get()}).passed()) << command;
     // Without the planted fault the same case passes: the fuzzer found the plant.
     const std::string clean = rerun_args(command);
     const CliRun fixed = run_cli(clean);

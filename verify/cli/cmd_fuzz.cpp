@@ -138,9 +138,10 @@ int run_fuzz_command(FuzzOptions& o) {
       std::printf("%s", r.failure.c_str());
       std::printf("reproduce: %s\n", reproduce.c_str());
       if (!planted.empty()) {
-        std::printf("planted faults: %s (the command runs the cpu backend without them; the "
-                    "tests plant them with cpu::make_backend({.faults = ...}))\n",
-                    planted_list.c_str());
+        std::printf(
+            "planted faults: %s (the command runs the cpu backend without them; the "
+            "tests plant them with cpu::make_backend({.faults = ...}))\n",
+            planted_list.c_str());
       }
     } else if (!r.gave_up.empty()) {
       std::printf("gave up: %s\n", r.gave_up.c_str());
