@@ -116,10 +116,10 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
     made.push_back(make_backend(name));  // InvalidArgument for an unknown name
     candidates.push_back(made.back().get());
   }
-  return run_verification(c, candidates);
+  return verify_backends(c, candidates);
 }
 
-VerifyReport run_verification(const VerifyCase& c, const std::vector<const Backend*>& candidates) {
+VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backend*>& candidates) {
   validate(c.problem);
   require_tiles(c);
   VerifyReport report;

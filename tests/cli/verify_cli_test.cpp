@@ -85,7 +85,7 @@ TEST(VerifyCli, APlantedBugExitsOneAndPrintsTheReproduceCommand) {
   c.problem = make_problem(1, 2, 2, 40, 40, 16, Mask::causal_top_left, DType::bf16);
   const auto faulty =
       cpu::make_backend({.faults = static_cast<std::uint32_t>(cpu::Fault::no_scale)});
-  const verify::VerifyReport report = verify::run_verification(c, {faulty.get()});
+  const verify::VerifyReport report = verify::verify_backends(c, {faulty.get()});
   EXPECT_FALSE(report.passed());
   const std::string table = verify::format_table(report);
   EXPECT_TRUE(contains(table, "FAIL")) << table;

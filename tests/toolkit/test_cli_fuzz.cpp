@@ -82,7 +82,7 @@ TEST(CliFuzz, FindsAPlantedBugShrinksItAndReproducesIt) {
     // The command is the minimal case's, and that case fails again with the bug planted.
     const flashref::verify::VerifyCase minimal = case_of(failure.at("case"));
     EXPECT_EQ(flashref::verify::reproduce_command(minimal, {"cpu"}), command);
-    EXPECT_FALSE(flashref::verify::run_verification(minimal, {planted.get()}).passed()) << command;
+    EXPECT_FALSE(flashref::verify::verify_backends(minimal, {planted.get()}).passed()) << command;
     // Without the planted fault the same case passes: the fuzzer found the plant.
     const std::string clean = rerun_args(command);
     const CliRun fixed = run_cli(clean);

@@ -116,7 +116,7 @@ TEST(Verification, AFailedOMeansTheBaselinesOwnOAndLAndTheReportSaysSo) {
   const VerifyCase c = small_case(DType::bf16, false);
   const auto faulty =
       cpu::make_backend({.faults = static_cast<std::uint32_t>(cpu::Fault::unnormalized)});
-  const VerifyReport report = run_verification(c, {faulty.get()});
+  const VerifyReport report = verify_backends(c, {faulty.get()});
   const BackendReport& b = report.backends[0];
   ASSERT_FALSE(report_of(b.tensors, TensorId::O).rule.pass);
   EXPECT_EQ(b.backward_inputs, BackwardInputs::baseline);

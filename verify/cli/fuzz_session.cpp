@@ -94,7 +94,7 @@ FuzzResult run_fuzz(const FuzzSettings& s,
       RC_DISCARD("unsupported: " + support.reason);
     }
     if (!failed) ++progress.cases;
-    verify::VerifyReport report = verify::run_verification(c, {backend.get()});
+    verify::VerifyReport report = verify::verify_backends(c, {backend.get()});
     if (!report.passed()) {
       if (!failed) progress.failures = 1;
       failed = true;
