@@ -7,14 +7,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "flashref/cpu/backend.hpp"
 #include "flashref/params.hpp"
 
 namespace flashref::cpu::detail {
 
-// Algorithm 1. params are validated.
-void run_forward(const ForwardParams& params);
-// Algorithm 2: D, then the dQ pass, then the dK/dV pass. params are validated.
-void run_backward(const BackwardParams& params);
+// Algorithm 1. params and options are validated; options.trace, when set, sees every step.
+void run_forward(const ForwardParams& params, const Options& options);
+// Algorithm 2: D, then the dQ pass, then the dK/dV pass. Same contract as run_forward.
+void run_backward(const BackwardParams& params, const Options& options);
 
 // Threads for `tasks` independent tasks: options.num_threads (0: OpenMP's default), at most
 // one per task.

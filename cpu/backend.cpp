@@ -19,17 +19,19 @@ std::uint32_t known_faults() {
   return all;
 }
 
-void validate_options(const ExecutionOptions& options) {
-  const std::uint32_t unknown = options.test_faults & ~known_faults();
+void validate_options(const Options& options) {
+  const std::uint32_t unknown = options.faults & ~known_faults();
   if (unknown != 0) {
     std::ostringstream o;
     o << "unknown fault bits 0x" << std::hex << unknown << " (see flashref/cpu/faults.hpp)";
-    throw InvalidArgument("params.options.test_faults", o.str());
+    throw InvalidArgument("options.faults", o.str());
   }
 }
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(const Options& options) : options_(options) {}
+
   std::string name() const override { return "cpu"; }
 
   Support supports(const Problem& problem) const override {
@@ -43,21 +45,23 @@ class CpuBackend final : public Backend {
 
   void forward(const ForwardParams& params) const override {
     validate(params);
-    validate_options(params.options);
-    detail::run_forward(params);
+    detail::run_forward(params, options_);
   }
 
   void backward(const BackwardParams& params) const override {
     validate(params);
-    validate_options(params.options);
-    detail::run_backward(params);
+    detail::run_backward(params, options_);
   }
+
+ private:
+  Options options_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend() {
-  return std::make_unique<CpuBackend>();
+std::unique_ptr<Backend> make_backend(const Options& options) {
+  validate_options(options);
+  return std::make_unique<CpuBackend>(options);
 }
 
 namespace detail {

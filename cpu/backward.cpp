@@ -7,7 +7,6 @@
 #include "algorithms.hpp"
 #include "backward_passes.hpp"
 #include "buffer.hpp"
-#include "flashref/cpu/faults.hpp"
 #include "kernels.hpp"
 #include "masking.hpp"
 #include "pack.hpp"
@@ -35,7 +34,7 @@ void row_stats_tile(const BackwardParams& params, const Plan& plan, RowStatsWork
   // Alg. 2 line 2: D_i = rowsum(dO_i * O_i).
   float* D_i = stats.D.data() + first;
   kernels().row_dots(ws.dO_i.data(), ws.O_i.data(), d, rows, d, D_i);
-  if (has_fault(plan.faults(), Fault::d_vector)) std::fill_n(D_i, rows, 0.0f);
+  if (!plan.computes_D()) std::fill_n(D_i, rows, 0.0f);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t at = first + r;
     const float L = params.lse[at];
@@ -45,10 +44,10 @@ void row_stats_tile(const BackwardParams& params, const Plan& plan, RowStatsWork
 
 }  // namespace
 
-void run_backward(const BackwardParams& params) {
-  const Plan plan(params.problem, params.options);
+void run_backward(const BackwardParams& params, const Options& options) {
+  const Plan plan(params.problem, params.options, options.faults);
   const Problem& p = plan.problem();
-  TraceObserver* trace = params.options.trace;
+  TraceObserver* trace = options.trace;
 
   const auto n_rows = static_cast<std::size_t>(p.B * p.H * p.S_q);
   RowStats stats{std::vector<float>(n_rows), std::vector<float>(n_rows)};

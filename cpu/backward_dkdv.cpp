@@ -10,7 +10,6 @@
 
 #include "backward_passes.hpp"
 #include "buffer.hpp"
-#include "flashref/cpu/faults.hpp"
 #include "masking.hpp"
 #include "pack.hpp"
 #include "pass_state.hpp"
@@ -62,11 +61,7 @@ struct DkDvPass::Impl : PassState<DkDvWorkspace, DkDvTask> {
 
   // The query heads whose gradients flow into key/value head h_kv: [first, end).
   std::int64_t first_head(std::int64_t h_kv) const { return h_kv * plan.problem().group_size(); }
-  std::int64_t end_head(std::int64_t h_kv) const {
-    // Planted Fault::gqa_reduction: only the group's first head contributes.
-    if (has_fault(plan.faults(), Fault::gqa_reduction)) return first_head(h_kv) + 1;
-    return first_head(h_kv) + plan.problem().group_size();
-  }
+  std::int64_t end_head(std::int64_t h_kv) const { return first_head(h_kv) + plan.dkdv_heads(); }
 
   TileRef tile_ref(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
     return plan.tile_ref(b, h, i, j, TracePass::dkdv);
@@ -111,8 +106,7 @@ void DkDvPass::Impl::key_tile(DkDvWorkspace& ws, std::int64_t b, std::int64_t h_
 
   // Alg. 2 line 19: write dK_j = scale * dK_j (line 15's 1/sqrt(d), moved out of the loops)
   // and dV_j.
-  float dk_scale = plan.scale();
-  if (has_fault(plan.faults(), Fault::dk_scale)) dk_scale *= plan.scale();
+  const float dk_scale = plan.dk_scale();
   for (std::int64_t r = 0; r < cols; ++r) {
     float* dK = ws.dK_j.data() + r * d_pad;
     for (std::int64_t c = 0; c < d; ++c) dK[c] *= dk_scale;

@@ -5,7 +5,6 @@
 
 #include "backward_passes.hpp"
 #include "buffer.hpp"
-#include "flashref/cpu/faults.hpp"
 #include "masking.hpp"
 #include "pack.hpp"
 #include "pass_state.hpp"
@@ -144,7 +143,7 @@ void DqPass::Impl::query_tile(DqWorkspace& ws, std::int64_t b, std::int64_t h,
   }
 
   // dQ_i = scale * dQ_i (line 15's 1/sqrt(d), moved out of the loop); write dQ_i.
-  const float dq_scale = has_fault(plan.faults(), Fault::dq_scale) ? 1.0f : plan.scale();
+  const float dq_scale = plan.dq_scale();
   for (std::int64_t r = 0; r < rows; ++r) {
     float* dQ = ws.dQ_i.data() + r * d_pad;
     for (std::int64_t c = 0; c < d; ++c) dQ[c] *= dq_scale;

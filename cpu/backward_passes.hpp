@@ -1,11 +1,11 @@
 // The two passes of Algorithm 2 and what they share.
 //
 // Algorithm 2 as printed owns a key tile and accumulates dQ across key tiles with atomics.
-// Here P is computed twice instead, as the assignment advises: a dQ pass owns a query tile
-// and loops over key tiles (lines 11, 12, 14, 15, 16), and a dK/dV pass owns a key tile and
-// loops over the query tiles of every query head that shares it (lines 11-15, 17). Each output
-// element is then written by one task in a fixed order: no atomics, no locks, and the result
-// is bitwise the same for any number of threads.
+// Here P is computed twice instead: a dQ pass owns a query tile and loops over key tiles
+// (lines 11, 12, 14, 15, 16), and a dK/dV pass owns a key tile and loops over the query tiles
+// of every query head that shares it (lines 11-15, 17). Each output element is then written by
+// one task in a fixed order: no atomics, no locks, and the result is bitwise the same for any
+// number of threads.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace flashref::cpu::detail {
 
 // Per query row of every head, laid out (B, H, S_q) like L.
 struct RowStats {
-  // Alg. 2 line 2: D = rowsum(dO * O) (0 under Fault::d_vector).
+  // Alg. 2 line 2: D = rowsum(dO * O) (0 when the plan says so: Plan::computes_D).
   std::vector<float> D;
   // L, except that a row that sees no key (L = -inf) holds +inf, so that line 12's
   // exp(S - L) gives P = 0 there instead of exp(+inf).

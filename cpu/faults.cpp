@@ -55,7 +55,7 @@ Fault parse_fault(std::string_view name) {
   }
   std::string known;
   for (Fault f : all_faults()) known += (known.empty() ? "" : ", ") + std::string(fault_name(f));
-  throw InvalidArgument("test_faults",
+  throw InvalidArgument("faults",
                         "unknown fault '" + std::string(name) + "' (known: " + known + ")");
 }
 

@@ -4,14 +4,11 @@
 // K_j, V_j past them with the online softmax, and writes O_i and L_i once at the end. Nothing
 // of size S_q x S_k exists: the largest buffer is one B_q x B_k tile of S.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <numbers>
 #include <vector>
 
 #include "algorithms.hpp"
 #include "buffer.hpp"
-#include "flashref/cpu/faults.hpp"
 #include "flashref/cpu/trace.hpp"
 #include "kernels.hpp"
 #include "masking.hpp"
@@ -61,8 +58,8 @@ struct ForwardWorkspace {
 
 class Forward {
  public:
-  explicit Forward(const ForwardParams& params)
-      : params_(params), plan_(params.problem, params.options), kernels_(kernels()) {}
+  Forward(const ForwardParams& params, std::uint32_t faults)
+      : params_(params), plan_(params.problem, params.options, faults), kernels_(kernels()) {}
 
   const Plan& plan() const { return plan_; }
 
@@ -81,7 +78,7 @@ class Forward {
     return plan_.tile_ref(b, h, i, j, TracePass::forward);
   }
 
-  // Lines 15-16 with the guards for rows that saw no key, and the faults planted there.
+  // Lines 15-16 with the guards for rows that saw no key.
   void finish_rows(ForwardWorkspace& ws, std::int64_t rows) const;
 
   const ForwardParams& params_;
@@ -113,11 +110,7 @@ void Forward::query_tile(ForwardWorkspace& ws, std::int64_t b, std::int64_t h, s
     trace->query_tile_begin(tile_ref(b, h, i, -1), {ws.Q_seen.data(), rows, d, d});
   }
 
-  std::int64_t j_end = plan_.key_tiles_end(i);
-  if (has_fault(plan_.faults(), Fault::tail_rows) && i + 1 == plan_.T_q() &&
-      p.S_q % plan_.B_q() != 0 && j_end > 0) {
-    --j_end;
-  }
+  const std::int64_t j_end = plan_.forward_key_tiles_end(i);
   // Alg. 1 line 7: for j = 1..T_k (the key tiles past j_end lie above the causal diagonal).
   for (std::int64_t j = 0; j < j_end; ++j) {
     const std::int64_t c0 = plan_.col_begin(j);
@@ -204,7 +197,6 @@ void Forward::query_tile(ForwardWorkspace& ws, std::int64_t b, std::int64_t h, s
 }
 
 void Forward::finish_rows(ForwardWorkspace& ws, std::int64_t rows) const {
-  const std::uint32_t faults = plan_.faults();
   const std::int64_t d = plan_.problem().d, d_pad = plan_.d_pad();
   for (std::int64_t r = 0; r < rows; ++r) {
     float* O = ws.O_i.data() + r * d_pad;
@@ -215,32 +207,27 @@ void Forward::finish_rows(ForwardWorkspace& ws, std::int64_t rows) const {
     const bool sees_a_key = l != 0.0f;
 
     // Alg. 1 line 15: O_i = diag(l_i)^-1 O_i; a row that sees no key gets O = 0, not 0/0.
-    if (has_fault(faults, Fault::unnormalized)) {
-      // planted: O left unnormalized
-    } else if (sees_a_key || has_fault(faults, Fault::nan_masked_rows)) {
-      for (std::int64_t c = 0; c < d; ++c) O[c] /= l;
-    } else {
-      std::fill_n(O, d, 0.0f);
+    if (plan_.normalizes_O()) {
+      if (sees_a_key || !plan_.zeroes_keyless_rows()) {
+        for (std::int64_t c = 0; c < d; ++c) O[c] /= l;
+      } else {
+        std::fill_n(O, d, 0.0f);
+      }
     }
 
     // Alg. 1 line 16: L_i = m_i + log(l_i); -inf for a row that sees no key.
-    float L = kNegInf;
-    if (sees_a_key) {
-      L = has_fault(faults, Fault::lse_unshifted) ? std::log(l) : m + std::log(l);
-      if (has_fault(faults, Fault::lse_base2)) L *= std::numbers::log2e_v<float>;
-    }
-    ws.L_i.data()[r] = L;
+    ws.L_i.data()[r] = sees_a_key ? plan_.logsumexp(m, l) : kNegInf;
   }
 }
 
 }  // namespace
 
-void run_forward(const ForwardParams& params) {
-  const Forward forward(params);
+void run_forward(const ForwardParams& params, const Options& options) {
+  const Forward forward(params, options.faults);
   const Plan& plan = forward.plan();
   const Problem& p = plan.problem();
 
-  if (TraceObserver* trace = params.options.trace) {
+  if (TraceObserver* trace = options.trace) {
     // One thread in the natural order, so the trace reads the same on every run.
     ForwardWorkspace ws(plan, true);
     trace->forward_begin(forward.grid());

@@ -22,12 +22,19 @@ Problem apply_mask_faults(Problem p, std::uint32_t faults) {
 
 }  // namespace
 
-Plan::Plan(const Problem& problem, const ExecutionOptions& options)
-    : problem_(apply_mask_faults(problem, options.test_faults)),
-      faults_(options.test_faults),
-      scale_(has_fault(options.test_faults, Fault::no_scale) ? 1.0f
-                                                             : static_cast<float>(problem.scale)),
-      mask_diagonal_(!has_fault(options.test_faults, Fault::diagonal_tiles)),
+Plan::Plan(const Problem& problem, const ExecutionOptions& options, std::uint32_t faults)
+    : problem_(apply_mask_faults(problem, faults)),
+      scale_(has_fault(faults, Fault::no_scale) ? 1.0f : static_cast<float>(problem.scale)),
+      dq_scale_(has_fault(faults, Fault::dq_scale) ? 1.0f : scale_),
+      dk_scale_(has_fault(faults, Fault::dk_scale) ? scale_ * scale_ : scale_),
+      mask_diagonal_(!has_fault(faults, Fault::diagonal_tiles)),
+      tail_rows_(has_fault(faults, Fault::tail_rows)),
+      normalizes_O_(!has_fault(faults, Fault::unnormalized)),
+      zeroes_keyless_rows_(!has_fault(faults, Fault::nan_masked_rows)),
+      lse_adds_max_(!has_fault(faults, Fault::lse_unshifted)),
+      lse_base2_(has_fault(faults, Fault::lse_base2)),
+      computes_D_(!has_fault(faults, Fault::d_vector)),
+      dkdv_heads_(has_fault(faults, Fault::gqa_reduction) ? 1 : problem.group_size()),
       B_q_(options.tile_q > 0 ? options.tile_q : kDefaultTileQ),
       B_k_(options.tile_k > 0 ? options.tile_k : kDefaultTileK),
       T_q_((problem.S_q + B_q_ - 1) / B_q_),
@@ -50,6 +57,12 @@ std::int64_t Plan::key_tiles_end(std::int64_t i) const {
   const std::int64_t last_row_sees = problem_.last_visible_key(row_end(i) - 1);
   if (last_row_sees < 0) return 0;
   return std::min(T_k_, last_row_sees / B_k_ + 1);
+}
+
+std::int64_t Plan::forward_key_tiles_end(std::int64_t i) const {
+  const std::int64_t end = key_tiles_end(i);
+  const bool partial_last_tile = i + 1 == T_q_ && problem_.S_q % B_q_ != 0;
+  return tail_rows_ && partial_last_tile && end > 0 ? end - 1 : end;
 }
 
 std::int64_t Plan::query_tiles_begin(std::int64_t j) const {

@@ -1,9 +1,15 @@
 // The tiling of one call: tile sizes and counts, each tile's rows, and which key tiles a query
 // tile sees under the mask (Algorithm 1 lines 1-3, shared by the forward and both backward
-// passes). Planted faults that change the mask or the scale are folded in here, once.
+// passes), with the scales and the finishing of rows that the algorithm applies.
+//
+// The plan is the only reader of the planted faults (flashref/cpu/faults.hpp): each one changes
+// what the plan hands the algorithm (the mask, a scale, a loop bound, how rows are finished),
+// so the algorithm files name no fault. Without faults every answer is the plain algorithm's.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <numbers>
 
 #include "flashref/cpu/trace.hpp"
 #include "flashref/params.hpp"
@@ -21,11 +27,16 @@ constexpr std::int64_t round_up(std::int64_t n, std::int64_t m) {
 
 class Plan {
  public:
-  Plan(const Problem& problem, const ExecutionOptions& options);
+  // faults: the bit set of Options::faults (backend.hpp), already checked.
+  Plan(const Problem& problem, const ExecutionOptions& options, std::uint32_t faults);
 
-  const Problem& problem() const { return problem_; }  // after faults (mask may differ)
-  std::uint32_t faults() const { return faults_; }
-  float scale() const { return scale_; }  // softmax scale as float (1 under Fault::no_scale)
+  const Problem& problem() const { return problem_; }  // the mask as applied (faults may swap it)
+  // Alg. 1 line 9, Alg. 2 line 11: the softmax scale of S, as float (1 under Fault::no_scale).
+  float scale() const { return scale_; }
+  // Alg. 2 lines 16 and 17: the scale applied once to dQ_i and dK_j at the end of their loops
+  // (scale(); 1 under Fault::dq_scale, scale() * scale() under Fault::dk_scale).
+  float dq_scale() const { return dq_scale_; }
+  float dk_scale() const { return dk_scale_; }
 
   std::int64_t B_q() const { return B_q_; }  // as requested (may exceed S_q)
   std::int64_t B_k() const { return B_k_; }
@@ -52,10 +63,32 @@ class Plan {
   TileKind kind(std::int64_t i, std::int64_t j) const;
   // Query tile i visits key tiles [0, key_tiles_end(i)); the rest are skipped.
   std::int64_t key_tiles_end(std::int64_t i) const;
+  // Alg. 1 line 7's bound: key_tiles_end(i), one less for a partial last query tile under
+  // Fault::tail_rows.
+  std::int64_t forward_key_tiles_end(std::int64_t i) const;
   // Key tile j is seen by query tiles [query_tiles_begin(j), T_q); T_q when by none.
   std::int64_t query_tiles_begin(std::int64_t j) const;
   // Whether the diagonal tiles compare indices (false only under Fault::diagonal_tiles).
   bool masks_diagonal_tiles() const { return mask_diagonal_; }
+
+  // Alg. 1 line 15: whether O_i is divided by l_i (false only under Fault::unnormalized), and
+  // whether a row that saw no key gets O = 0 instead of 0 / 0 (false only under
+  // Fault::nan_masked_rows).
+  bool normalizes_O() const { return normalizes_O_; }
+  bool zeroes_keyless_rows() const { return zeroes_keyless_rows_; }
+  // Alg. 1 line 16 for a row that saw a key: L = m + log(l), the natural log (log(l) alone
+  // under Fault::lse_unshifted, times log2(e) under Fault::lse_base2).
+  float logsumexp(float m, float l) const {
+    float L = lse_adds_max_ ? m + std::log(l) : std::log(l);
+    if (lse_base2_) L *= std::numbers::log2e_v<float>;
+    return L;
+  }
+  // Alg. 2 line 2: whether D = rowsum(dO * O) is computed (false only under Fault::d_vector,
+  // which leaves D = 0).
+  bool computes_D() const { return computes_D_; }
+  // The query heads summed into each key/value head's dK_j, dV_j, from the group's first:
+  // the group size H / H_kv (1 under Fault::gqa_reduction).
+  std::int64_t dkdv_heads() const { return dkdv_heads_; }
 
   // Keys of tile j visible to query row q: [col_begin(j), col_begin(j) + visible_keys(q, j)).
   std::int64_t visible_keys(std::int64_t q, std::int64_t j) const;
@@ -67,9 +100,10 @@ class Plan {
 
  private:
   Problem problem_;
-  std::uint32_t faults_;
-  float scale_;
-  bool mask_diagonal_;
+  float scale_, dq_scale_, dk_scale_;
+  bool mask_diagonal_, tail_rows_, normalizes_O_, zeroes_keyless_rows_, lse_adds_max_, lse_base2_,
+      computes_D_;
+  std::int64_t dkdv_heads_;
   std::int64_t B_q_, B_k_, T_q_, T_k_, q_rows_max_, k_rows_max_;
 };
 

@@ -119,14 +119,24 @@ GradientBaseline choose_gradient_baseline(const std::vector<TensorReport>& forwa
 VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string>& backends) {
   validate(c.problem);
   require_tiles(c);
+  std::vector<std::unique_ptr<Backend>> made;
+  std::vector<const Backend*> candidates;
+  for (const std::string& name : backends) {
+    made.push_back(make_backend(name));  // InvalidArgument for an unknown name
+    candidates.push_back(made.back().get());
+  }
+  return verify_backends(c, candidates);
+}
+
+VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backend*>& candidates) {
+  validate(c.problem);
+  require_tiles(c);
   VerifyReport report;
   report.verify_case = c;
-  std::vector<std::unique_ptr<Backend>> candidates;
-  for (const std::string& name : backends) {
-    candidates.push_back(make_backend(name));  // InvalidArgument for an unknown name
+  for (const Backend* candidate : candidates) {
     BackendReport b;
-    b.backend = name;
-    const Support s = candidates.back()->supports(c.problem);
+    b.backend = candidate->name();
+    const Support s = candidate->supports(c.problem);
     b.available = s.ok;
     b.unavailable_reason = s.reason;
     report.backends.push_back(std::move(b));
@@ -140,12 +150,9 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
   run.exec = exec_options(c);
   run.layout = c.layout;
   run.backward = c.backward;
-  // The baseline is the reference backend in the candidate's precision; planted faults are
-  // for the candidate only.
-  RunOptions baseline_run = run;
-  baseline_run.exec.test_faults = 0;
+  // The baseline is the reference backend in the candidate's precision.
   const std::unique_ptr<Backend> reference = make_backend("reference");
-  const RunOutputs baseline = run_backend(*reference, data, baseline_run);
+  const RunOutputs baseline = run_backend(*reference, data, run);
 
   const std::int64_t tile_q = report_tile_q(c), tile_k = report_tile_k(c);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -153,9 +160,7 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
     if (!b.available) continue;
     try {
       std::optional<RunOutputs> own;
-      if (b.backend != "reference" || c.test_faults != 0) {
-        own = run_backend(*candidates[i], data, run);
-      }
+      if (b.backend != "reference") own = run_backend(*candidates[i], data, run);
       const RunOutputs& candidate = own ? *own : baseline;
       b.tensors = judge(c.problem, kForwardTensors, candidate.values, baseline.values, gold, noise,
                         tile_q, tile_k);
@@ -168,7 +173,7 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
         b.backward_inputs_reason = choice.reason;
         std::optional<RunOutputs> given;
         if (choice.inputs == BackwardInputs::candidate && own) {
-          given = run_backward_from(*reference, data, baseline_run, own->o, own->lse);
+          given = run_backward_from(*reference, data, run, own->o, own->lse);
         }
         for (TensorReport& t :
              judge(c.problem, kBackwardTensors, candidate.values,

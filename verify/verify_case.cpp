@@ -20,7 +20,6 @@ ExecutionOptions exec_options(const VerifyCase& c) {
   o.tile_k = c.tile_k;
   o.num_threads = c.threads;
   o.allow_tf32 = c.allow_tf32;
-  o.test_faults = c.test_faults;
   return o;
 }
 
@@ -68,7 +67,6 @@ std::string reproduce_command(const VerifyCase& c, const std::vector<std::string
   if (!c.backward) o << " --forward-only";
   if (c.threads > 0) o << " --threads " << c.threads;
   if (c.allow_tf32) o << " --allow-tf32";
-  if (c.test_faults != 0) o << " --test-faults " << c.test_faults;
   return o.str();
 }
 
@@ -88,7 +86,6 @@ std::string describe_settings(const VerifyCase& c) {
     << (c.backward ? "; forward and backward" : "; forward only");
   if (c.threads > 0) o << "; " << c.threads << " threads";
   if (c.allow_tf32) o << "; TF32 allowed";
-  if (c.test_faults != 0) o << "; test faults " << c.test_faults;
   return o.str();
 }
 

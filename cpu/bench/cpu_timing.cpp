@@ -1,5 +1,6 @@
 // Times the cpu backend's forward and backward against the naive reference backend on one
-// problem (issue 2's target: float32, B=1, H=8, S=2048, d=64, causal, 2 threads).
+// problem (by default the one of cpu/README.md's Performance: float32, B=1, H=8, S=2048, d=64,
+// causal, 2 threads).
 //
 //   flashref_cpu_timing [--shape B,H,S_q,S_k,d] [--heads-kv N] [--mask none|causal|...]
 //                       [--dtype f32|f16|bf16] [--threads N] [--tile Bq,Bk] [--reps N]

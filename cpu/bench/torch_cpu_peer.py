@@ -1,6 +1,6 @@
 """PyTorch's CPU flash-attention kernel (scaled_dot_product_attention on CPU tensors), timed the
 way flashref_cpu_timing times the cpu backend: one warm-up, then the median of REPS runs of the
-forward and of the backward. The peer of issue 2's performance target (gpu.md, "The CPU peer").
+forward and of the backward. The peer of cpu/README.md's Performance section.
 
 usage: python3 torch_cpu_peer.py THREADS [S] [REPS]
 """

@@ -56,8 +56,11 @@ class Backend {
   virtual void backward(const BackwardParams& p) const = 0;
 };
 
-// The backends this build has, in a fixed order: "reference", "cpu", then "cuda" when built
-// with CUDA (present even without a GPU: its supports() then says why it cannot run).
+// The registry: the backends this build has, in a fixed order: "reference", "cpu", then "cuda"
+// when built with CUDA (present even without a GPU: its supports() then says why it cannot
+// run). Defined in registry/registry.cpp, the layer above the backends (target
+// flashref::flashref); a backend made by name has its default settings (a backend's own
+// factory, e.g. cpu::make_backend(cpu::Options), takes the rest).
 std::vector<std::string> backend_names();
 // Throws InvalidArgument("backend", ...) listing the known names for an unknown one.
 std::unique_ptr<Backend> make_backend(const std::string& name);

@@ -6,26 +6,20 @@
 // device pointers for the cuda backend (Backend::memory_space()).
 #pragma once
 
-#include <cstdint>
-
 #include "flashref/problem.hpp"
 #include "flashref/tensor.hpp"
 
 namespace flashref {
 
-namespace cpu {
-class TraceObserver;  // cpu/include/flashref/cpu/trace.hpp
-}
-
-// Knobs shared by both directions. Zero means "the backend's own default".
+// Knobs shared by both directions and every backend. Zero means "the backend's own default".
+// Settings of one backend alone (the cpu backend's trace observer and planted faults) are given
+// to that backend's own factory instead (cpu/include/flashref/cpu/backend.hpp).
 struct ExecutionOptions {
   int tile_q = 0;       // B_q: query rows per tile (cpu: any >= 1; cuda: ignored, fixed per d)
   int tile_k = 0;       // B_k: key rows per tile (cpu: any >= 1; cuda: ignored, fixed per d)
   int num_threads = 0;  // cpu: OpenMP threads (0: OpenMP's default)
   bool allow_tf32 = false;  // cuda, f32 inputs: use TF32 tensor cores (baseline becomes TF32)
   void* stream = nullptr;   // cuda: the cudaStream_t to launch on (nullptr: default stream)
-  cpu::TraceObserver* trace = nullptr;  // cpu: receives each algorithm step; null costs nothing
-  std::uint32_t test_faults = 0;  // cpu, tests only: plants named bugs (cpu/faults.hpp)
 };
 
 struct ForwardParams {

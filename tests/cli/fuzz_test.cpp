@@ -1,12 +1,15 @@
 // `flashref fuzz` through the built binary: it finds a bug planted in the cpu backend, shrinks
-// it to a small case, and prints a command that reproduces exactly that failure; a correct
-// backend passes; bad usage is exit 2.
+// it to a small case, and prints the command of exactly that case (the failure reproduced in
+// process with the bug planted); a correct backend passes; bad usage is exit 2.
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_harness.hpp"
+#include "flashref/cpu/backend.hpp"
+#include "flashref/cpu/faults.hpp"
+#include "flashref/verify/verification.hpp"
 
 namespace {
 
@@ -26,7 +29,30 @@ std::string rerun_args(const std::string& command) {
   return command.substr(prefix.size());
 }
 
+// The case of a fuzz report's "case" object (the generator draws no threads and no TF32).
+flashref::verify::VerifyCase case_of(const nlohmann::json& j) {
+  const nlohmann::json& p = j.at("problem");
+  flashref::verify::VerifyCase c;
+  c.problem =
+      flashref::make_problem(p.at("B").get<std::int64_t>(), p.at("H").get<std::int64_t>(),
+                             p.at("H_kv").get<std::int64_t>(), p.at("S_q").get<std::int64_t>(),
+                             p.at("S_k").get<std::int64_t>(), p.at("d").get<std::int64_t>(),
+                             flashref::parse_mask(p.at("mask").get<std::string>()),
+                             flashref::parse_dtype(p.at("dtype").get<std::string>()));
+  c.problem.grad_dtype = flashref::parse_dtype(p.at("grad_dtype").get<std::string>());
+  c.problem.scale = p.at("scale").get<double>();
+  c.tile_q = j.at("tile_q").get<int>();
+  c.tile_k = j.at("tile_k").get<int>();
+  c.seed = j.at("seed").get<std::uint64_t>();
+  c.layout = flashref::verify::parse_layout(j.at("layout").get<std::string>());
+  c.large = j.at("large").get<bool>();
+  c.backward = j.at("backward").get<bool>();
+  return c;
+}
+
 TEST(CliFuzz, FindsAPlantedBugShrinksItAndReproducesIt) {
+  const auto planted = flashref::cpu::make_backend(
+      {.faults = static_cast<std::uint32_t>(flashref::cpu::Fault::tail_rows)});
   std::int64_t shrink_steps = 0;
   for (int seed : {1, 2, 3}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -51,12 +77,14 @@ TEST(CliFuzz, FindsAPlantedBugShrinksItAndReproducesIt) {
     shrink_steps += failure.at("shrink_steps").get<std::int64_t>();
 
     const std::string command = failure.at("reproduce").get<std::string>();
-    EXPECT_NE(command.find("--test-faults"), std::string::npos) << command;
-    const CliRun again = run_cli(rerun_args(command));
-    EXPECT_EQ(again.exit_code, 1) << command << "\n" << again.out;
+    // The report names the plant: `flashref verify` runs the cpu backend without it.
+    EXPECT_EQ(failure.at("planted_faults"), nlohmann::json::array({"tail_rows"})) << failure;
+    // The command is the minimal case's, and that case fails again with the bug planted.
+    const flashref::verify::VerifyCase minimal = case_of(failure.at("case"));
+    EXPECT_EQ(flashref::verify::reproduce_command(minimal, {"cpu"}), command);
+    EXPECT_FALSE(flashref::verify::verify_backends(minimal, {planted.get()}).passed()) << command;
     // Without the planted fault the same case passes: the fuzzer found the plant.
-    std::string clean = rerun_args(command);
-    clean.erase(clean.find(" --test-faults"));
+    const std::string clean = rerun_args(command);
     const CliRun fixed = run_cli(clean);
     EXPECT_EQ(fixed.exit_code, 0) << clean << "\n" << fixed.out;
   }
@@ -85,6 +113,7 @@ TEST(CliFuzz, TextOutputNamesTheFailureAndTheCommand) {
   EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("L: max abs err"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("reproduce: flashref verify --backends cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("planted faults: lse_base2"), std::string::npos) << r.out;
   // Not a terminal: no progress line.
   EXPECT_EQ(r.err.find("cases/s"), std::string::npos) << r.err;
 }

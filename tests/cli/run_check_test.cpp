@@ -11,6 +11,7 @@
 
 #include "cli_harness.hpp"
 #include "flashref/backend.hpp"
+#include "flashref/cpu/backend.hpp"
 #include "flashref/cpu/faults.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/problem_data.hpp"
@@ -225,9 +226,10 @@ TEST(CliCheck, DiagnosesAPlantedBugFromDumpedTensors) {
   const RunCase c{make_problem(1, 2, 2, 40, 40, 8, Mask::none, DType::f32)};
   const ProblemData data = make_problem_data(c.problem, {2, false, Layout::bhsd});
   write_inputs(dir, data, c);
-  RunOptions options;
-  options.exec.test_faults = static_cast<std::uint32_t>(cpu::Fault::lse_base2);
-  const RunOutputs buggy = run_backend(*make_backend("cpu"), data, options);
+  const RunOptions options{};
+  const auto lse_base2 =
+      cpu::make_backend({.faults = static_cast<std::uint32_t>(cpu::Fault::lse_base2)});
+  const RunOutputs buggy = run_backend(*lse_base2, data, options);
   write_npy(dir.file("o.npy"), as_array(buggy.o, false));
   write_npy(dir.file("lse.npy"), xt::xarray<float>(buggy.lse));
 

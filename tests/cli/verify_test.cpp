@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "flashref/backend.hpp"
+#include "flashref/cpu/backend.hpp"
 #include "flashref/cpu/faults.hpp"
 #include "flashref/verify/generators.hpp"
+#include "flashref/verify/report.hpp"
 #include "flashref/verify/verification.hpp"
 #include "cli_harness.hpp"
 
@@ -75,23 +77,35 @@ TEST(VerifyCli, JsonParsesAndHoldsTheRuleForEveryTensor) {
   }
 }
 
+// A planted bug fails (what `flashref verify` turns into exit 1), and the report prints the
+// command of the case. The command line plants no bug: the case is judged in process, with the
+// cpu backend made with the fault, and the command line must build that same case.
 TEST(VerifyCli, APlantedBugExitsOneAndPrintsTheReproduceCommand) {
-  const auto fault = static_cast<std::uint32_t>(cpu::Fault::no_scale);
-  const auto r =
-      run_cli("verify --backends cpu --shape 1,2,40,40,16 --test-faults " + std::to_string(fault));
-  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_TRUE(contains(r.out, "FAIL")) << r.out;
-  EXPECT_TRUE(contains(r.out, "result: FAIL")) << r.out;
-  EXPECT_TRUE(contains(r.out, "reproduce: flashref verify --backends cpu --shape 1,2,40,40,16"))
-      << r.out;
-  EXPECT_TRUE(contains(r.out, "worst at")) << r.out;
+  verify::VerifyCase c = verify::default_case();  // what `verify --shape 1,2,40,40,16` runs
+  c.problem = make_problem(1, 2, 2, 40, 40, 16, Mask::causal_top_left, DType::bf16);
+  const auto faulty =
+      cpu::make_backend({.faults = static_cast<std::uint32_t>(cpu::Fault::no_scale)});
+  const verify::VerifyReport report = verify::verify_backends(c, {faulty.get()});
+  EXPECT_FALSE(report.passed());
+  const std::string table = verify::format_table(report);
+  EXPECT_TRUE(contains(table, "FAIL")) << table;
+  EXPECT_TRUE(contains(table, "result: FAIL")) << table;
+  EXPECT_TRUE(contains(table, "reproduce: flashref verify --backends cpu --shape 1,2,40,40,16"))
+      << table;
+  EXPECT_TRUE(contains(table, "worst at")) << table;
 
-  const auto j = run_cli("verify --json --backends cpu --shape 1,2,40,40,16 --test-faults " +
-                         std::to_string(fault));
-  EXPECT_EQ(j.exit_code, 1);
-  const auto report = nlohmann::json::parse(j.out);
-  EXPECT_EQ(report["passed"], false);
-  EXPECT_EQ(report["backends"][0]["passed"], false);
+  const nlohmann::json j = verify::to_json(report);
+  EXPECT_EQ(j["passed"], false);
+  EXPECT_EQ(j["backends"][0]["passed"], false);
+
+  // The same options on the command line give the same case and command, and, without the
+  // planted bug, pass.
+  const auto r = run_cli("verify --json --backends cpu --shape 1,2,40,40,16");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json cli = nlohmann::json::parse(r.out);
+  EXPECT_EQ(cli["command"], j["command"]);
+  EXPECT_EQ(cli["problem"], j["problem"]);
+  EXPECT_EQ(cli["case"], j["case"]);
 }
 
 struct BadInput {

@@ -17,9 +17,9 @@ using cpu::Fault;
 
 constexpr double u = 0x1p-24;  // float32 unit roundoff
 
-ExecutionOptions with_fault(ExecutionOptions o, Fault f) {
-  o.test_faults = static_cast<std::uint32_t>(f);
-  return o;
+// The cpu backend with the fault planted (Options::faults, flashref/cpu/backend.hpp).
+std::unique_ptr<Backend> with_fault(Fault f) {
+  return flashref::cpu::make_backend({.faults = static_cast<std::uint32_t>(f)});
 }
 
 bool same(float a, float b) {
@@ -58,7 +58,7 @@ Runs forward_pair(const Problem& p, ExecutionOptions opts, Fault f, std::uint64_
   Inputs in = make_inputs(p, seed);
   const auto cpu = flashref::cpu::make_backend();
   ForwardResult clean = run_forward(*cpu, in, opts);
-  ForwardResult faulty = run_forward(*cpu, in, with_fault(opts, f));
+  ForwardResult faulty = run_forward(*with_fault(f), in, opts);
   return {std::move(in), opts, std::move(clean), std::move(faulty)};
 }
 
@@ -210,7 +210,7 @@ GradRuns backward_pair(const Problem& p, Fault f) {
   const auto cpu = flashref::cpu::make_backend();
   const ForwardResult fwd = run_forward(*cpu, in, tiles(8, 8));
   BackwardResult clean = run_backward(*cpu, in, fwd, tiles(8, 8));
-  BackwardResult faulty = run_backward(*cpu, in, fwd, with_fault(tiles(8, 8), f));
+  BackwardResult faulty = run_backward(*with_fault(f), in, fwd, tiles(8, 8));
   return {std::move(in), std::move(clean), std::move(faulty)};
 }
 
@@ -281,8 +281,8 @@ TEST(Faults, EveryFaultChangesTheOutput) {
   const ForwardResult fwd = run_forward(*cpu, in, tiles(16, 8));
   const BackwardResult grads = run_backward(*cpu, in, fwd, tiles(16, 8));
   for (Fault f : cpu::all_faults()) {
-    const ForwardResult ff = run_forward(*cpu, in, with_fault(tiles(16, 8), f));
-    const BackwardResult gf = run_backward(*cpu, in, fwd, with_fault(tiles(16, 8), f));
+    const ForwardResult ff = run_forward(*with_fault(f), in, tiles(16, 8));
+    const BackwardResult gf = run_backward(*with_fault(f), in, fwd, tiles(16, 8));
     const bool changed = !all_equal(ff.o, fwd.o) || !all_equal(ff.lse, fwd.lse) ||
                          !all_equal(gf.dq, grads.dq) || !all_equal(gf.dk, grads.dk) ||
                          !all_equal(gf.dv, grads.dv);

@@ -32,9 +32,7 @@ TEST_P(PerMask, RowsOfPSumToOne) {
   const ExecutionOptions opts = tiles(8, 16);
   const ForwardResult fwd = run_forward(*cpu, in, opts);
   RecordingObserver rec;
-  ExecutionOptions traced = opts;
-  traced.trace = &rec;
-  run_backward(*cpu, in, fwd, traced);
+  run_backward(*flashref::cpu::make_backend({.trace = &rec}), in, fwd, opts);
 
   std::vector<double> sums(static_cast<std::size_t>(p.H * p.S_q), 0.0);
   for (const GradStepCopy& s : rec.dq_steps) {
@@ -215,10 +213,9 @@ TEST(CausalTiles, TilesAboveTheDiagonalAreNeverVisited) {
     for (auto [S_q, S_k] : {std::pair{23, 17}, std::pair{17, 23}, std::pair{20, 20}}) {
       const Problem p = make_problem(1, 2, 1, S_q, S_k, 8, m, DType::f32);
       const Inputs in = make_inputs(p, 16);
-      const auto cpu = cpu_backend();
       RecordingObserver rec;
-      ExecutionOptions opts = tiles(5, 3);
-      opts.trace = &rec;
+      const auto cpu = flashref::cpu::make_backend({.trace = &rec});
+      const ExecutionOptions opts = tiles(5, 3);
       const ForwardResult fwd = run_forward(*cpu, in, opts);
       run_backward(*cpu, in, fwd, opts);
 

@@ -35,11 +35,9 @@ std::unique_ptr<Traced> traced_run(Mask mask, DType dtype = DType::f32) {
   t->p = make_problem(1, 2, 1, 10, 8, 4, mask, dtype);
   t->in = make_inputs(t->p, 41);
   t->opts = tiles(4, 3);
-  ExecutionOptions traced = t->opts;
-  traced.trace = &t->rec;
-  const auto cpu = flashref::cpu::make_backend();
-  t->fwd = run_forward(*cpu, t->in, traced);
-  t->grads = run_backward(*cpu, t->in, t->fwd, traced);
+  const auto traced = flashref::cpu::make_backend({.trace = &t->rec});
+  t->fwd = run_forward(*traced, t->in, t->opts);
+  t->grads = run_backward(*traced, t->in, t->fwd, t->opts);
   return t;
 }
 
@@ -271,9 +269,8 @@ TEST(Trace, AnExceptionFromTheObserverPropagates) {
   } observer;
   const Problem p = make_problem(1, 1, 1, 8, 8, 4);
   const Inputs in = make_inputs(p, 42);
-  ExecutionOptions opts;
-  opts.trace = &observer;
-  EXPECT_THROW(run_forward(*flashref::cpu::make_backend(), in, opts), std::runtime_error);
+  EXPECT_THROW(run_forward(*flashref::cpu::make_backend({.trace = &observer}), in),
+               std::runtime_error);
 }
 
 }  // namespace

@@ -117,9 +117,21 @@ TEST(Validation, EveryBadFieldIsNamedAndNothingIsWritten) {
   expect_rejected(
       "params.options.num_threads", [](ForwardParams& p) { p.options.num_threads = -2; },
       [](BackwardParams& p) { p.options.num_threads = -2; });
-  expect_rejected(
-      "params.options.test_faults", [](ForwardParams& p) { p.options.test_faults = 1u << 31; },
-      [](BackwardParams& p) { p.options.test_faults = 1u << 30; });
+}
+
+// Fault bits that name no Fault are refused when the backend is made, before any call.
+TEST(Validation, UnknownFaultBitsAreNamedByTheFactory) {
+  for (std::uint32_t bits : {1u << 31, 1u << 30}) {
+    try {
+      flashref::cpu::make_backend({.faults = bits});
+      ADD_FAILURE() << "make_backend accepted fault bits " << bits;
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(e.field(), "options.faults");
+      EXPECT_NE(std::string(e.what()).find("options.faults"), std::string::npos) << e.what();
+    }
+  }
+  const auto known = static_cast<std::uint32_t>(cpu::Fault::gqa_reduction);
+  EXPECT_EQ(flashref::cpu::make_backend({.faults = known})->name(), "cpu");
 }
 
 TEST(Validation, SupportsAcceptsWhatValidateAccepts) {

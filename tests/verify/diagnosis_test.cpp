@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "flashref/backend.hpp"
+#include "flashref/cpu/backend.hpp"
 #include "flashref/cpu/faults.hpp"
 #include "flashref/error.hpp"
 #include "flashref/reference/gold.hpp"
@@ -37,9 +38,8 @@ CheckResult check_cpu(const Plant& plant, const Problem* judged = nullptr) {
   RunOptions run;
   run.exec.tile_q = plant.tile_q;
   run.exec.tile_k = plant.tile_k;
-  run.exec.test_faults = plant.faults;
   run.backward = plant.backward;
-  const RunOutputs out = run_backend(*make_backend("cpu"), data, run);
+  const RunOutputs out = run_backend(*cpu::make_backend({.faults = plant.faults}), data, run);
   if (judged != nullptr) data.problem = *judged;
   return check_candidate(data, out.values, plant.tile_q, plant.tile_k);
 }

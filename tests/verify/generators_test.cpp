@@ -106,12 +106,11 @@ TEST(Generators, ReproduceCommandCarriesEveryField) {
   c.large = true;
   c.backward = false;
   c.threads = 3;
-  c.test_faults = 4;
   const std::string cmd = reproduce_command(c, {"cpu", "reference"});
   for (const char* part : {"flashref verify", "--backends cpu,reference", "--shape 2,6,17,9,5",
                            "--heads-kv 3", "--mask causal-bottom-right", "--dtype f16",
                            "--scale 0.03125", "--tile 7,3", "--seed 12345", "--layout bhsd",
-                           "--large", "--forward-only", "--threads 3", "--test-faults 4"}) {
+                           "--large", "--forward-only", "--threads 3"}) {
     EXPECT_NE(cmd.find(part), std::string::npos) << part << " missing from: " << cmd;
   }
   // Defaults are left out, so commands stay short.

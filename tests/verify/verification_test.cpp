@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flashref/backend.hpp"
+#include "flashref/cpu/backend.hpp"
 #include "flashref/cpu/faults.hpp"
 #include "flashref/verify/check.hpp"
 #include "flashref/verify/report.hpp"
@@ -16,7 +17,7 @@
 namespace flashref::verify {
 namespace {
 
-VerifyCase small_case(DType dtype, bool large, std::uint32_t faults = 0) {
+VerifyCase small_case(DType dtype, bool large) {
   VerifyCase c;
   c.problem = make_problem(1, 2, 1, 9, 7, 5, Mask::causal_bottom_right, dtype);
   c.seed = 3;
@@ -24,7 +25,6 @@ VerifyCase small_case(DType dtype, bool large, std::uint32_t faults = 0) {
   c.tile_k = 3;
   c.layout = Layout::bhsd;
   c.large = large;
-  c.test_faults = faults;
   return c;
 }
 
@@ -112,9 +112,10 @@ TEST(Verification, GradientsAreJudgedFromTheCandidatesOAndLWhenBothPass) {
 }
 
 TEST(Verification, AFailedOMeansTheBaselinesOwnOAndLAndTheReportSaysSo) {
-  const VerifyCase c =
-      small_case(DType::bf16, false, static_cast<std::uint32_t>(cpu::Fault::unnormalized));
-  const VerifyReport report = run_verification(c, {"cpu"});
+  const VerifyCase c = small_case(DType::bf16, false);
+  const auto faulty =
+      cpu::make_backend({.faults = static_cast<std::uint32_t>(cpu::Fault::unnormalized)});
+  const VerifyReport report = verify_backends(c, {faulty.get()});
   const BackendReport& b = report.backends[0];
   ASSERT_FALSE(report_of(b.tensors, TensorId::O).rule.pass);
   EXPECT_EQ(b.backward_inputs, BackwardInputs::baseline);

@@ -66,7 +66,6 @@ nlohmann::json case_json(const verify::VerifyCase& c) {
           {"layout", std::string(verify::layout_name(c.layout))},
           {"large", c.large},
           {"backward", c.backward},
-          {"test_faults", c.test_faults},
           {"description", verify::describe(c)}};
 }
 
@@ -88,12 +87,18 @@ int run_fuzz_command(FuzzOptions& o) {
   s.bounds.backward = !o.forward_only;
   // The CUDA kernels are compiled for head dims that are multiples of 8.
   if (s.backend == "cuda") s.bounds.d_multiple = 8;
+  // The planted faults' names as given, for the report: `flashref verify` runs the backend
+  // without them, so the reproduce command alone does not plant them.
+  std::vector<std::string> planted;
+  std::string planted_list;
   if (!o.plant_fault.empty()) {
     if (s.backend != "cpu") {
       throw InvalidArgument("--plant-fault", "planted faults exist only in the cpu backend");
     }
     for (const std::string& name : split_commas(o.plant_fault)) {
       s.planted_faults |= static_cast<std::uint32_t>(cpu::parse_fault(name));
+      planted.push_back(name);
+      planted_list += (planted_list.empty() ? "" : ", ") + name;
     }
   }
   const bool terminal = !o.json && isatty(STDERR_FILENO) != 0;
@@ -115,6 +120,7 @@ int run_fuzz_command(FuzzOptions& o) {
                       {"reason", r.failure},
                       {"shrink_steps", p.shrink_steps},
                       {"reproduce", reproduce}};
+      if (!planted.empty()) j["failure"]["planted_faults"] = planted;
     }
     if (!r.gave_up.empty()) j["gave_up"] = r.gave_up;
     std::cout << j.dump(2) << "\n";
@@ -131,6 +137,12 @@ int run_fuzz_command(FuzzOptions& o) {
                   verify::describe(*r.minimal).c_str());
       std::printf("%s", r.failure.c_str());
       std::printf("reproduce: %s\n", reproduce.c_str());
+      if (!planted.empty()) {
+        std::printf(
+            "planted faults: %s (the command runs the cpu backend without them; the "
+            "tests plant them with cpu::make_backend({.faults = ...}))\n",
+            planted_list.c_str());
+      }
     } else if (!r.gave_up.empty()) {
       std::printf("gave up: %s\n", r.gave_up.c_str());
     } else {

@@ -21,7 +21,6 @@ struct VerifySettings {
   bool large = false;
   bool allow_tf32 = false;
   bool json = false;
-  std::uint32_t test_faults = 0;
 };
 
 int run_verify(const VerifySettings& s) {
@@ -37,7 +36,6 @@ int run_verify(const VerifySettings& s) {
   }
   c.backward = !s.forward_only;
   c.allow_tf32 = s.allow_tf32;
-  c.test_faults = s.test_faults;
 
   const std::vector<std::string> backends = s.problem.backends(backend_names());
   // An explicitly requested backend that cannot run this problem is a usage error; by default
@@ -80,8 +78,6 @@ Command add_verify_command(CLI::App& app) {
   sub->add_flag("--allow-tf32", settings->allow_tf32,
                 "let f32 device backends use TF32 (the baseline is then TF32 too)");
   sub->add_flag("--json", settings->json, "print the report as JSON");
-  // Tests plant bugs in the cpu backend through this (cpu/faults.hpp); not for users.
-  sub->add_option("--test-faults", settings->test_faults)->group("");
   return {sub, [settings] { return run_verify(*settings); }};
 }
 

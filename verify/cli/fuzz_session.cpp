@@ -9,6 +9,7 @@
 #include <rapidcheck/detail/TestListener.h>
 
 #include "flashref/backend.hpp"
+#include "flashref/cpu/backend.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -67,7 +68,11 @@ std::string failure_summary(const verify::VerifyReport& report) {
 
 FuzzResult run_fuzz(const FuzzSettings& s,
                     const std::function<void(const FuzzProgress&)>& on_progress) {
-  const std::unique_ptr<Backend> backend = make_backend(s.backend);  // unknown name: throws
+  // With planted faults, the cpu backend made with them (the command line allows them only
+  // for cpu); otherwise the registry's backend of that name (an unknown name throws).
+  const std::unique_ptr<Backend> backend = s.planted_faults != 0
+                                               ? cpu::make_backend({.faults = s.planted_faults})
+                                               : make_backend(s.backend);
   const Clock::time_point start = Clock::now();
   const auto out_of_time = [&] {
     return s.seconds > 0.0 &&
@@ -80,8 +85,7 @@ FuzzResult run_fuzz(const FuzzSettings& s,
   std::string last_unsupported;
 
   const auto property = [&] {
-    verify::VerifyCase c = *cases;
-    c.test_faults |= s.planted_faults;
+    const verify::VerifyCase c = *cases;
     if (!failed && (out_of_time() || (s.cases > 0 && progress.cases >= s.cases))) return;
     const Support support = backend->supports(c.problem);
     if (!support.ok) {
@@ -90,7 +94,7 @@ FuzzResult run_fuzz(const FuzzSettings& s,
       RC_DISCARD("unsupported: " + support.reason);
     }
     if (!failed) ++progress.cases;
-    verify::VerifyReport report = verify::run_verification(c, {s.backend});
+    verify::VerifyReport report = verify::verify_backends(c, {backend.get()});
     if (!report.passed()) {
       if (!failed) progress.failures = 1;
       failed = true;

@@ -19,7 +19,9 @@ struct FuzzSettings {
   double seconds = 0.0;    // stop after this long (0: no limit)
   std::uint64_t seed = 0;
   verify::CaseBounds bounds;
-  std::uint32_t planted_faults = 0;  // cpu test faults for every case: testing the fuzzer
+  // Testing the fuzzer: bugs planted in the cpu backend for every case (a bit set of
+  // cpu::Fault, flashref/cpu/faults.hpp); the backend must then be "cpu".
+  std::uint32_t planted_faults = 0;
 };
 
 struct FuzzProgress {

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "flashref/backend.hpp"
+#include "flashref/cpu/backend.hpp"
 #include "flashref/cpu/isa.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/gold.hpp"
@@ -329,10 +330,9 @@ Trace record_trace(const verify::ProblemData& data, const TraceSettings& setting
   verify::RunOptions run;
   run.exec.tile_q = settings.tile_q;
   run.exec.tile_k = settings.tile_k;
-  run.exec.trace = &recorder;
   run.backward = settings.backward;
-  const std::unique_ptr<Backend> cpu = make_backend("cpu");
-  const verify::RunOutputs out = verify::run_backend(*cpu, data, run);
+  const std::unique_ptr<Backend> traced = cpu::make_backend({.trace = &recorder});
+  const verify::RunOutputs out = verify::run_backend(*traced, data, run);
   if (settings.grid_only) return trace;
 
   trace.Q = head(data.q, 0);

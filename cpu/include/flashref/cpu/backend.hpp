@@ -2,9 +2,11 @@
 // line by line, OpenMP over (batch, head, tile).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "flashref/backend.hpp"
+#include "flashref/cpu/trace.hpp"
 
 namespace flashref::cpu {
 
@@ -16,6 +18,17 @@ namespace flashref::cpu {
 inline constexpr int kDefaultTileQ = 64;
 inline constexpr int kDefaultTileK = 64;
 
-std::unique_ptr<Backend> make_backend();
+// What only this backend has; the shared settings (tiles, threads) stay in the params'
+// ExecutionOptions. The defaults are the plain backend, as make_backend("cpu") gives it.
+struct Options {
+  // Receives each step of Algorithm 1 and 2 (trace.hpp); the backend then runs on one thread
+  // in a fixed order. Null (the default) costs nothing. Must outlive the backend's calls.
+  TraceObserver* trace = nullptr;
+  // Tests only: a bit set of Fault values (faults.hpp), the bugs planted in every call.
+  std::uint32_t faults = 0;
+};
+
+// Throws InvalidArgument("options.faults", ...) for bits that name no Fault.
+std::unique_ptr<Backend> make_backend(const Options& options = {});
 
 }  // namespace flashref::cpu

@@ -1,9 +1,12 @@
-// Planted bugs for testing the diagnosis of `flashref check` (issue 3).
+// Planted bugs, for testing the diagnosis of `flashref check` (verify/diagnosis*.cpp) and the
+// fuzzer.
 //
-// ExecutionOptions::test_faults is a bit set of Fault values. Each fault reproduces one mistake
-// that real attention kernels make, at the line of Algorithm 1 or 2 where it is made, so a test
-// can run the cpu backend with the bug and assert that the diagnosis names it. With
-// test_faults == 0 the backend runs the real algorithm; each fault costs one predictable branch.
+// Options::faults (backend.hpp) is a bit set of Fault values: cpu::make_backend({.faults =
+// Fault::no_scale | Fault::tail_rows}). Each fault reproduces one mistake that real attention
+// kernels make, at the line of Algorithm 1 or 2 where it is made, so a test can run the cpu
+// backend with the bug and assert that the diagnosis names it. Only the tiling plan
+// (cpu/plan.hpp) reads the faults; it hands the algorithm the mask, scales, loop bounds and
+// row finishing they change. With no faults the backend runs the real algorithm.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +60,7 @@ constexpr bool has_fault(std::uint32_t faults, Fault f) {
 const std::vector<Fault>& all_faults();
 // The fault's name as written above ("no_scale", "tail_rows", ...): the diagnosis code it plants.
 std::string_view fault_name(Fault f);
-// Inverse of fault_name; throws InvalidArgument("test_faults", ...) for an unknown name.
+// Inverse of fault_name; throws InvalidArgument("faults", ...) for an unknown name.
 Fault parse_fault(std::string_view name);
 
 }  // namespace flashref::cpu

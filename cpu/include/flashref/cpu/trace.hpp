@@ -1,12 +1,13 @@
 // The trace hook of the cpu backend: watch Algorithm 1 (forward) and Algorithm 2 (backward)
 // run, step by step, with the values of every quantity the paper names.
 //
-// Set ExecutionOptions::trace to an observer and call the cpu backend's forward() or
-// backward(). The backend then runs single-threaded in a fixed order (batch, head, query tile,
-// key tile), so the sequence of callbacks is the same on every run, and calls the observer
-// after each step with read-only views of its state. The views point into the backend's
-// scratch buffers: they are valid only during the callback (copy what you keep). Without an
-// observer the backend runs its normal parallel code and pays nothing for the hook.
+// Make the backend with an observer, cpu::make_backend({.trace = &observer}) (backend.hpp),
+// and call its forward() or backward(). The backend then runs single-threaded in a fixed order
+// (batch, head, query tile, key tile), so the sequence of callbacks is the same on every run,
+// and calls the observer after each step with read-only views of its state. The views point
+// into the backend's scratch buffers: they are valid only during the callback (copy what you
+// keep). Without an observer the backend runs its normal parallel code and pays nothing for
+// the hook.
 //
 // Conventions:
 // - Tile indices i, j are 0-based (the paper's are 1-based: tile i here is the paper's i + 1).

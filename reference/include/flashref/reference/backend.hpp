@@ -1,5 +1,5 @@
 // The "reference" backend: naive attention that materializes S and P, computed the way a
-// real low-precision kernel computes it (the *baseline* of design.md):
+// real low-precision kernel computes it (the *baseline* of docs/verification.md):
 //   forward   inputs as stored, float32 arithmetic: S = scale * Q K^T, softmax with the row max
 //             subtracted, P rounded to the input dtype before O = P V, O rounded to the output
 //             dtype, L = m + log(l) in float32 (-inf for fully masked rows, whose O is 0).

@@ -14,7 +14,7 @@
 namespace flashref::verify {
 
 struct RunOptions {
-  ExecutionOptions exec;         // tiles, threads, allow_tf32, stream, trace, test faults
+  ExecutionOptions exec;         // tiles, threads, allow_tf32, stream
   Layout layout = Layout::bshd;  // layout of the tensors the backend sees (inputs are copied)
   bool backward = false;         // also run backward, from the backend's own O and L
 };

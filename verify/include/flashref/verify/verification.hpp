@@ -92,5 +92,10 @@ GradientBaseline choose_gradient_baseline(const std::vector<TensorReport>& forwa
 // which). A backend whose supports() says no is reported unavailable; one that throws while
 // running fails.
 VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string>& backends);
+// run_verification for backend objects the caller made (e.g. cpu::make_backend(cpu::Options)
+// with a trace or planted faults), reported under their name(); none may be null. The baseline
+// is always the registry's "reference" backend. (Another name than run_verification: a braced
+// list of names would also convert to a vector of pointers, by its iterator-pair constructor.)
+VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backend*>& backends);
 
 }  // namespace flashref::verify

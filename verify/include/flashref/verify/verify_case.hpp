@@ -22,7 +22,6 @@ struct VerifyCase {
   bool large = false;    // large-magnitude Q and K (problem_data.hpp)
   bool backward = true;  // also judge dQ, dK, dV
   bool allow_tf32 = false;
-  std::uint32_t test_faults = 0;  // cpu only, tests only: planted bugs (cpu/faults.hpp)
 };
 
 // The no-argument `flashref verify` problem: B=2, H=4, H_kv=2, S=300, d=64, causal, bf16,

@@ -1,4 +1,5 @@
-// The list of backends this build has. The one place that knows every backend layer.
+// The list of backends this build has (backend_names() and make_backend(name), declared in
+// include/flashref/backend.hpp). The one place that knows every backend layer.
 #include "flashref/backend.hpp"
 #include "flashref/cpu/backend.hpp"
 #include "flashref/error.hpp"
