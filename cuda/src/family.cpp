@@ -21,19 +21,28 @@ const char* family_name(Family f) {
   return "?";
 }
 
+bool hopper_allowed_by(const char* value) {
+  if (value == nullptr || std::string(value).empty() || std::string(value) == "auto") return true;
+  if (std::string(value) == "sm80") return false;
+  throw InvalidArgument("FLASHREF_CUDA_FAMILY",
+                        std::string("\"") + value +
+                            "\" is not a family choice: use auto (the default: sm90 on Hopper "
+                            "where it runs the problem) or sm80 (the mma.sync kernels)");
+}
+
+bool sm90_built() {
+#ifdef FLASHREF_CUDA_FOLDER_SM90
+  return true;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
-// FLASHREF_CUDA_FAMILY, read once: whether bf16/f16 may run on the sm90 family.
+// FLASHREF_CUDA_FAMILY, read once per process.
 bool hopper_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("FLASHREF_CUDA_FAMILY");
-    if (v == nullptr || std::string(v).empty() || std::string(v) == "auto") return true;
-    if (std::string(v) == "sm80") return false;
-    throw InvalidArgument("FLASHREF_CUDA_FAMILY",
-                          std::string("\"") + v +
-                              "\" is not a family choice: use auto (the default: sm90 on Hopper "
-                              "where it runs the problem) or sm80 (the mma.sync kernels)");
-  }();
+  static const bool allowed = hopper_allowed_by(std::getenv("FLASHREF_CUDA_FAMILY"));
   return allowed;
 }
 
@@ -44,12 +53,8 @@ Family choose_family(int arch, DType dtype, long long d, bool allow_tf32) {
   // sm90 is compiled for head dims 64 and 128: d in 33..128 runs there (padded up), the rest on
   // sm80 (docs/cuda.md). sm_90a code runs on compute capability 9.0 only.
   // A build without 90a in CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
-#ifdef FLASHREF_CUDA_FOLDER_SM90
-  if (arch == 90 && d > 32 && d <= 128 && d % 8 == 0 && hopper_allowed()) return Family::sm90;
-#else
-  (void)arch;
-  (void)d;
-#endif
+  if (sm90_built() && arch == 90 && d > 32 && d <= 128 && d % 8 == 0 && hopper_allowed())
+    return Family::sm90;
   return Family::sm80;
 }
 

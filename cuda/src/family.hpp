@@ -41,6 +41,12 @@ inline constexpr int kMaxTf32HeadDim = 128;
 // Any other value is an InvalidArgument naming the variable.
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32);
 
+// What choose_family makes of a FLASHREF_CUDA_FAMILY value (nullptr: unset): whether sm90 may be
+// chosen. Throws InvalidArgument naming the variable for a value it does not know.
+bool hopper_allowed_by(const char* value);
+// Whether this build compiled the sm90 family (CMAKE_CUDA_ARCHITECTURES has 90a).
+bool sm90_built();
+
 // Whether family `f` runs problem `p`, and if not why (the reason names the limit and what to
 // do instead).
 Support family_supports(Family f, const Problem& p);
