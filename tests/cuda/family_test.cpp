@@ -1,7 +1,9 @@
-// The one place a kernel family is chosen (cuda/src/family.cpp): host code, so these run on a
-// machine without a GPU too.
+// The kernel family choice (cuda/src/family.cpp): made once, from the compute capability, the
+// dtype, the head dim and allow_tf32, with each family's reasons. Host logic only: runs
+// without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "family.hpp"
@@ -10,8 +12,48 @@
 namespace flashref::cuda {
 namespace {
 
-TEST(Family, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
-  const Family hopper = sm90_built() ? Family::sm90 : Family::sm80;
+Problem problem(DType dtype, std::int64_t d) {
+  Problem p;
+  p.dtype = dtype;
+  p.grad_dtype = dtype;
+  p.d = d;
+  return p;
+}
+
+// d = 256: no sm90 kernel, so every arch takes sm80 for bf16/f16 (the sm90 cases are below).
+TEST(CudaFamily, ChosenFromDtypeAndAllowTf32OnEveryAcceptedArch) {
+  for (int arch : {80, 86, 89, 90}) {
+    EXPECT_EQ(choose_family(arch, DType::bf16, 256, false), Family::sm80) << arch;
+    EXPECT_EQ(choose_family(arch, DType::f16, 256, true), Family::sm80) << arch;  // no effect
+    EXPECT_EQ(choose_family(arch, DType::f32, 64, false), Family::ffma) << arch;
+    EXPECT_EQ(choose_family(arch, DType::f32, 64, true), Family::sm80_tf32) << arch;
+  }
+  EXPECT_STREQ(family_name(Family::sm80_tf32), "sm80_tf32");
+}
+
+TEST(CudaFamily, HeadDimMultipleOfTheLoadWidth) {
+  EXPECT_TRUE(family_supports(Family::sm80, problem(DType::bf16, 40)).ok);
+  const Support no = family_supports(Family::sm80, problem(DType::bf16, 36));
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.reason.find("not a multiple of 8"), std::string::npos) << no.reason;
+  EXPECT_TRUE(family_supports(Family::ffma, problem(DType::f32, 36)).ok);
+  EXPECT_FALSE(family_supports(Family::ffma, problem(DType::f32, 34)).ok);
+}
+
+TEST(CudaFamily, Tf32StopsAtItsCompiledHeadDims) {
+  EXPECT_TRUE(family_supports(Family::sm80_tf32, problem(DType::f32, kMaxTf32HeadDim)).ok);
+  const Support no = family_supports(Family::sm80_tf32, problem(DType::f32, 132));
+  EXPECT_FALSE(no.ok);
+  EXPECT_NE(no.reason.find("allow_tf32"), std::string::npos) << no.reason;
+  EXPECT_NE(no.reason.find("exact float32"), std::string::npos) << no.reason;
+  EXPECT_TRUE(family_supports(Family::ffma, problem(DType::f32, 256)).ok);
+}
+
+TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
+  // What this build and this environment allow (FLASHREF_CUDA_FAMILY=sm80 keeps mma.sync).
+  const Family hopper = sm90_built() && hopper_allowed_by(std::getenv("FLASHREF_CUDA_FAMILY"))
+                            ? Family::sm90
+                            : Family::sm80;
   for (DType t : {DType::bf16, DType::f16}) {
     EXPECT_EQ(choose_family(90, t, 64, false), hopper);
     EXPECT_EQ(choose_family(90, t, 128, false), hopper);
@@ -27,19 +69,19 @@ TEST(Family, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   }
 }
 
-TEST(Family, Float32RunsExactOrOnTf32WhenAllowed) {
+TEST(CudaFamily, Float32RunsExactOrOnTf32WhenAllowed) {
   for (int arch : {80, 90}) {
     EXPECT_EQ(choose_family(arch, DType::f32, 64, false), Family::ffma);
     EXPECT_EQ(choose_family(arch, DType::f32, 64, true), Family::sm80_tf32);
   }
 }
 
-TEST(Family, Sm90RunsTheSm80Backward) {
+TEST(CudaFamily, Sm90RunsTheSm80Backward) {
   EXPECT_EQ(backward_family(Family::sm90), Family::sm80);
   for (Family f : {Family::sm80, Family::sm80_tf32, Family::ffma}) EXPECT_EQ(backward_family(f), f);
 }
 
-TEST(Family, TheEnvironmentChoiceIsAutoOrSm80AndAnythingElseIsNamed) {
+TEST(CudaFamily, TheEnvironmentChoiceIsAutoOrSm80AndAnythingElseIsNamed) {
   EXPECT_TRUE(hopper_allowed_by(nullptr));
   EXPECT_TRUE(hopper_allowed_by(""));
   EXPECT_TRUE(hopper_allowed_by("auto"));
@@ -53,7 +95,7 @@ TEST(Family, TheEnvironmentChoiceIsAutoOrSm80AndAnythingElseIsNamed) {
   }
 }
 
-TEST(Family, Sm90NeedsWholeSixteenByteRows) {
+TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
   Problem p;
   p.dtype = DType::bf16;
   p.d = 60;
