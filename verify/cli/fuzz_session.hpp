@@ -20,6 +20,8 @@ struct FuzzSettings {
   std::uint64_t seed = 0;
   verify::CaseBounds bounds;
   std::uint32_t planted_faults = 0;  // cpu test faults for every case: testing the fuzzer
+  // Polled between cases: true ends the run early (SIGINT), keeping any failure found so far.
+  std::function<bool()> interrupted;
 };
 
 struct FuzzProgress {
@@ -40,6 +42,7 @@ struct FuzzResult {
   std::optional<verify::VerifyReport> minimal_report;
   std::string failure;  // why the minimal case failed, one line per failing tensor
   std::string gave_up;  // RapidCheck gave up (too many unsupported cases), why
+  bool interrupted = false;  // settings.interrupted() ended the run before its cases or time
 };
 
 // Runs until `cases` cases, `seconds` elapsed, or the first failure (then shrinks it).
