@@ -265,6 +265,24 @@ TEST(HardeningMessages, NpyHeaderShapesThatAreNotNonNegativeIntegersAreNamed) {
   }
 }
 
+TEST(HardeningMessages, OutOfMemoryIsSaidInWordsNotJustStdBadAlloc) {
+  // A 1.5 GiB input (a sparse file: no disk used) read under a 1 GiB address-space limit.
+  using flashref::testing::npy_bytes;
+  ScratchDir dir;
+  const std::string inputs = write_inputs(dir, 4, 4, false);
+  const std::string big = dir.file("big.npy");
+  const std::string header =
+      npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 100663296, 4), }", "");
+  std::ofstream(big, std::ios::binary) << header;
+  fs::resize_file(big, header.size() + (std::uintmax_t{3} << 29));
+  std::string args = "check" + inputs + " --o " + dir.file("q.npy");
+  args.replace(args.find(" --q " + dir.file("q.npy")), 5 + dir.file("q.npy").size(),
+               " --q " + big);
+  const CliRun r = run_shell("ulimit -v 1048576;", args);
+  expect_usage_error(r, "out of memory (std::bad_alloc)");
+  EXPECT_TRUE(has(r.err, "smaller problem")) << r.err;
+}
+
 TEST(HardeningMessages, TileMessagesGiveTheRealLimit) {
   const CliRun r = run_cli("verify --tile 1000000000");
   expect_usage_error(r, "--tile");
