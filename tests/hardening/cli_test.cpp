@@ -213,6 +213,18 @@ TEST(HardeningRunOutput, OtherFilesInTheDirectoryAreLeftAlone) {
   expect_no_temporaries(dir.file("out"));
 }
 
+TEST(HardeningRunOutput, OutDotWritesBesideTheInputsAndLeavesNoTemporaries) {
+  ScratchDir dir;
+  const std::string with_do = write_inputs(dir, 9, 4, true);
+  const std::string cd = "cd " + dir.path().string() + " &&";
+  ASSERT_EQ(run_shell(cd, "run" + with_do + " --out .").exit_code, 0);
+  ASSERT_EQ(run_shell(cd, "run" + with_do + " --out .").exit_code, 0);
+  for (const char* file : {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "q.npy"}) {
+    EXPECT_TRUE(fs::exists(dir.file(file))) << file;
+  }
+  expect_no_temporaries(dir.path());
+}
+
 TEST(HardeningRunOutput, AWriteThatFailsHalfwayLeavesNothing) {
   // Issue item 4: o.npy was written before lse.npy failed. A file-size limit of 8 KiB (with
   // SIGXFSZ ignored, the write fails with EFBIG) lets the small lse.npy through but not o.npy.

@@ -62,24 +62,57 @@ WrittenOutputs write_outputs(const std::string& dir,
   if (fs::exists(status) && !fs::is_directory(status)) {
     fail("'" + dir + "' exists and is not a directory");
   }
+  const bool existed = fs::exists(status);
   fs::path parent = out.parent_path();
   if (parent.empty()) parent = ".";
-
-  Cleanup cleanup;
-  // Parents of DIR that do not exist yet, outermost first.
-  for (fs::path p = parent; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    cleanup.created_parents.insert(cleanup.created_parents.begin(), p);
-    if (p == p.parent_path()) break;
-  }
-  for (const fs::path& p : cleanup.created_parents) {
-    if (!fs::create_directory(p, ec) && ec) {
-      fail("cannot create directory '" + p.string() + "': " + ec.message());
-    }
-  }
   const std::string base = out.filename().string();
-  cleanup.temp = make_temp_dir(parent, "." + base + ".flashref-tmp-XXXXXX");
-
+  Cleanup cleanup;
   WrittenOutputs result;
+
+  // DIR exists: what an earlier run left there, and whether anything else is there.
+  const std::set<std::string> ours(run_names.begin(), run_names.end());
+  std::vector<std::string> earlier;
+  bool others = false;
+  if (existed) {
+    for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
+      const std::string file = e.path().filename().string();
+      if (file.ends_with(".npy") && ours.count(file.substr(0, file.size() - 4)) > 0) {
+        earlier.push_back(file);
+      } else {
+        others = true;
+      }
+    }
+    if (ec) fail("cannot list '" + dir + "': " + ec.message());
+    std::sort(earlier.begin(), earlier.end());
+  }
+
+  // The temporary folder: beside DIR, so that it can be renamed into place. When DIR exists
+  // and its parent is not writable (`--out .` in a read-only parent), or DIR holds other files,
+  // inside DIR instead, and the files are moved in one by one.
+  bool swap = false;
+  if (!existed) {
+    // Parents of DIR that do not exist yet, outermost first; removed again on failure.
+    for (fs::path p = parent; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+      cleanup.created_parents.insert(cleanup.created_parents.begin(), p);
+      if (p == p.parent_path()) break;
+    }
+    for (const fs::path& p : cleanup.created_parents) {
+      if (!fs::create_directory(p, ec) && ec) {
+        fail("cannot create directory '" + p.string() + "': " + ec.message());
+      }
+    }
+    cleanup.temp = make_temp_dir(parent, "." + base + ".flashref-tmp-XXXXXX");
+  } else {
+    if (!others) {
+      std::string path = (parent / ("." + base + ".flashref-tmp-XXXXXX")).string();
+      if (mkdtemp(path.data()) != nullptr) {
+        cleanup.temp = path;
+        swap = true;
+      }
+    }
+    if (!swap) cleanup.temp = make_temp_dir(out, ".flashref-tmp-XXXXXX");
+  }
+
   for (const auto& [name, values] : arrays) {
     const std::string path = (fs::path(dir) / (name + ".npy")).string();
     try {
@@ -92,27 +125,13 @@ WrittenOutputs write_outputs(const std::string& dir,
     result.paths.push_back(path);
   }
 
-  if (!fs::exists(out, ec)) {
+  if (!existed) {
     fs::rename(cleanup.temp, out, ec);
     if (ec) fail("cannot rename the outputs into '" + dir + "': " + ec.message());
     cleanup.done = true;
     return result;
   }
 
-  // DIR exists: what an earlier run left there, and whether anything else is there.
-  std::set<std::string> ours(run_names.begin(), run_names.end());
-  std::vector<std::string> earlier;
-  bool others = false;
-  for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
-    const std::string file = e.path().filename().string();
-    if (file.ends_with(".npy") && ours.count(file.substr(0, file.size() - 4)) > 0) {
-      earlier.push_back(file);
-    } else {
-      others = true;
-    }
-  }
-  if (ec) fail("cannot list '" + dir + "': " + ec.message());
-  std::sort(earlier.begin(), earlier.end());
   std::vector<std::string> stale;  // earlier files this run does not write
   for (const std::string& file : earlier) {
     const bool rewritten = std::any_of(arrays.begin(), arrays.end(), [&](const auto& a) {
@@ -129,7 +148,7 @@ WrittenOutputs write_outputs(const std::string& dir,
     }
   }
 
-  if (!others) {
+  if (swap) {
     // Swap the folders: DIR holds the old set or the new one, never a mix.
     const fs::path old = make_temp_dir(parent, "." + base + ".flashref-old-XXXXXX");
     fs::rename(out, old, ec);
