@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashref/cpu/backend.hpp"
+#include "flashref/detail/parallel_errors.hpp"
 #include "flashref/params.hpp"
 
 namespace flashref::cpu::detail {
@@ -32,16 +33,19 @@ std::vector<Workspace> make_workspaces(int threads, MakeWorkspace make_workspace
 }
 
 // Runs body(workspace, task) for task = 0..n_tasks-1 on one thread per workspace. Tasks are
-// handed out dynamically in index order: list the costly ones first. The body must not throw.
-// Each task writes outputs no other task writes, so the results do not depend on the thread
-// count or the schedule.
+// handed out dynamically in index order: list the costly ones first. An exception of the body
+// (a trace observer's, say) is rethrown after the region, and the tasks not yet started are
+// skipped (parallel_errors.hpp). Each task writes outputs no other task writes, so the results
+// do not depend on the thread count or the schedule.
 template <class Workspace, class Body>
 void for_each_task(std::int64_t n_tasks, std::vector<Workspace>& workspaces, Body body) {
   const int threads = static_cast<int>(workspaces.size());
+  flashref::detail::ParallelErrors errors;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t task = 0; task < n_tasks; ++task) {
-    body(workspaces[static_cast<std::size_t>(omp_get_thread_num())], task);
+    errors.run([&] { body(workspaces[static_cast<std::size_t>(omp_get_thread_num())], task); });
   }
+  errors.rethrow();
 }
 
 }  // namespace flashref::cpu::detail

@@ -9,6 +9,7 @@
 #include "algorithms.hpp"
 #include "flashref/cpu/faults.hpp"
 #include "flashref/error.hpp"
+#include "flashref/limits.hpp"
 
 namespace flashref::cpu {
 namespace {
@@ -68,7 +69,8 @@ namespace detail {
 
 int thread_count(const ExecutionOptions& options, std::int64_t tasks) {
   const int wanted = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
-  return static_cast<int>(std::clamp<std::int64_t>(tasks, 1, std::max(wanted, 1)));
+  return static_cast<int>(
+      std::clamp<std::int64_t>(tasks, 1, std::clamp(wanted, 1, kMaxThreads)));
 }
 
 }  // namespace detail

@@ -11,6 +11,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include "baseline.hpp"
+#include "flashref/detail/parallel_errors.hpp"
 #include "gather.hpp"
 #include "naive.hpp"
 
@@ -33,7 +34,7 @@ void store_head(const TensorView& v, std::int64_t b, std::int64_t h,
 void baseline_backward(const BackwardParams& params) {
   validate(params);
   const Problem& p = params.problem;
-  const int threads = thread_count(params.options);
+  const int threads = thread_count(params.options, p.B * p.H_kv);
   const OperandRounding operand(p.dtype, params.options.allow_tf32);
   const auto size = [](std::int64_t n) { return static_cast<std::size_t>(n); };
   xt::xtensor<float, 4> Q = gather_bhsd<float>(params.q, threads);
@@ -64,15 +65,19 @@ void baseline_backward(const BackwardParams& params) {
 
   // One task per (batch, kv head): it owns dK and dV of that head and sums its group's query
   // heads into float32 accumulators, rounding once on store.
+  detail::ParallelErrors errors;  // none may cross the region (parallel_errors.hpp)
 #pragma omp parallel num_threads(threads)
   {
-    const std::array<std::size_t, 2> scores_shape{size(p.S_q), size(p.S_k)};
-    xt::xtensor<float, 2> S(scores_shape), P(scores_shape), dP(scores_shape), dS(scores_shape);
-    xt::xtensor<float, 2> dQ(std::array<std::size_t, 2>{size(p.S_q), size(p.d)});
-    xt::xtensor<float, 2> dK(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
-    xt::xtensor<float, 2> dV(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
+    xt::xtensor<float, 2> S, P, dP, dS, dQ, dK, dV;
+    errors.run([&] {
+      const std::array<std::size_t, 2> scores_shape{size(p.S_q), size(p.S_k)};
+      for (xt::xtensor<float, 2>* M : {&S, &P, &dP, &dS}) *M = xt::xtensor<float, 2>(scores_shape);
+      dQ = xt::xtensor<float, 2>(std::array<std::size_t, 2>{size(p.S_q), size(p.d)});
+      dK = xt::xtensor<float, 2>(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
+      dV = xt::xtensor<float, 2>(std::array<std::size_t, 2>{size(p.S_k), size(p.d)});
+    });
 #pragma omp for schedule(dynamic)
-    for (std::int64_t n = 0; n < p.B * p.H_kv; ++n) {
+    for (std::int64_t n = 0; n < p.B * p.H_kv; ++n) errors.run([&] {
       const std::int64_t b = n / p.H_kv, h_kv = n % p.H_kv;
       const auto K_kv = naive::head_of(K, b, h_kv), V_kv = naive::head_of(V, b, h_kv);
       dK.fill(0.0f);
@@ -102,8 +107,9 @@ void baseline_backward(const BackwardParams& params) {
       naive::scale_in_place(naive::rows_of(dK), scale);
       store_head(params.dk, b, h_kv, dK);
       store_head(params.dv, b, h_kv, dV);
-    }
+    });
   }
+  errors.rethrow();
 }
 
 }  // namespace flashref::reference

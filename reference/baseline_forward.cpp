@@ -2,6 +2,7 @@
 #include <array>
 
 #include "baseline.hpp"
+#include "flashref/detail/parallel_errors.hpp"
 #include "gather.hpp"
 #include "naive.hpp"
 
@@ -10,7 +11,7 @@ namespace flashref::reference {
 void baseline_forward(const ForwardParams& params) {
   validate(params);
   const Problem& p = params.problem;
-  const int threads = thread_count(params.options);
+  const int threads = thread_count(params.options, p.B * p.H);
   const OperandRounding operand(p.dtype, params.options.allow_tf32);
   // Inputs as stored (exact in float); with TF32 every matmul operand loses its low bits.
   xt::xtensor<float, 4> Q = gather_bhsd<float>(params.q, threads);
@@ -24,15 +25,22 @@ void baseline_forward(const ForwardParams& params) {
   const float scale = static_cast<float>(p.scale);
   const auto size = [](std::int64_t n) { return static_cast<std::size_t>(n); };
 
+  detail::ParallelErrors errors;  // none may cross the region (parallel_errors.hpp)
 #pragma omp parallel num_threads(threads)
   {
-    const std::array<std::size_t, 2> scores_shape{size(p.S_q), size(p.S_k)};
-    xt::xtensor<float, 2> S(scores_shape), P(scores_shape);
-    xt::xtensor<float, 2> O(std::array<std::size_t, 2>{size(p.S_q), size(p.d)});
-    const std::array<std::size_t, 1> rows_shape{size(p.S_q)};
-    xt::xtensor<float, 1> m(rows_shape), l(rows_shape);
+    xt::xtensor<float, 2> S, P, O;
+    xt::xtensor<float, 1> m, l;
+    errors.run([&] {
+      const std::array<std::size_t, 2> scores_shape{size(p.S_q), size(p.S_k)};
+      const std::array<std::size_t, 1> rows_shape{size(p.S_q)};
+      S = xt::xtensor<float, 2>(scores_shape);
+      P = xt::xtensor<float, 2>(scores_shape);
+      O = xt::xtensor<float, 2>(std::array<std::size_t, 2>{size(p.S_q), size(p.d)});
+      m = xt::xtensor<float, 1>(rows_shape);
+      l = xt::xtensor<float, 1>(rows_shape);
+    });
 #pragma omp for schedule(dynamic)
-    for (std::int64_t n = 0; n < p.B * p.H; ++n) {
+    for (std::int64_t n = 0; n < p.B * p.H; ++n) errors.run([&] {
       const std::int64_t b = n / p.H, h = n % p.H, h_kv = h / p.group_size();
       // Eq. (4): S = scale * Q K^T in float32, -inf where masked.
       naive::masked_scores(naive::head_of(Q, b, h), naive::head_of(K, b, h_kv), scale, p,
@@ -47,8 +55,9 @@ void baseline_forward(const ForwardParams& params) {
         for (std::int64_t c = 0; c < p.d; ++c) params.o.store(b, i, h, c, O(size(i), size(c)));
         params.lse[(b * p.H + h) * p.S_q + i] = naive::logsumexp(m(size(i)), l(size(i)));
       }
-    }
+    });
   }
+  errors.rethrow();
 }
 
 }  // namespace flashref::reference

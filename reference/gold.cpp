@@ -4,6 +4,7 @@
 #include <array>
 #include <sstream>
 
+#include "flashref/detail/parallel_errors.hpp"
 #include "flashref/error.hpp"
 #include "gather.hpp"
 #include "naive.hpp"
@@ -25,7 +26,7 @@ std::size_t size(std::int64_t n) {
 GoldBackward backward(const BackwardParams& params, const xt::xtensor<double, 3>* D) {
   validate_inputs(params);
   const Problem& p = params.problem;
-  const int threads = thread_count(params.options);
+  const int threads = thread_count(params.options, p.B * p.H_kv);
   const xt::xtensor<double, 4> Q = gather_bhsd<double>(params.q, threads);
   const xt::xtensor<double, 4> K = gather_bhsd<double>(params.k, threads);
   const xt::xtensor<double, 4> V = gather_bhsd<double>(params.v, threads);
@@ -38,14 +39,22 @@ GoldBackward backward(const BackwardParams& params, const xt::xtensor<double, 3>
 
   // One task per (batch, kv head): it owns dK and dV of that head and sums the contributions
   // of the query heads of its group in a fixed order, without atomics.
+  // Exceptions (a scratch matrix that cannot be allocated) are kept and rethrown after the
+  // region: none may cross it (parallel_errors.hpp).
+  detail::ParallelErrors errors;
 #pragma omp parallel num_threads(threads)
   {
     const std::array<std::size_t, 2> scores_shape{size(p.S_q), size(p.S_k)};
-    xt::xtensor<double, 2> S(scores_shape), P(scores_shape), dP(scores_shape), dS(scores_shape);
     const std::array<std::size_t, 1> rows_shape{size(p.S_q)};
-    xt::xtensor<double, 1> m(rows_shape), l(rows_shape);
+    xt::xtensor<double, 2> S, P, dP, dS;
+    xt::xtensor<double, 1> m, l;
+    errors.run([&] {
+      for (xt::xtensor<double, 2>* M : {&S, &P, &dP, &dS}) *M = xt::xtensor<double, 2>(scores_shape);
+      m = xt::xtensor<double, 1>(rows_shape);
+      l = xt::xtensor<double, 1>(rows_shape);
+    });
 #pragma omp for schedule(dynamic)
-    for (std::int64_t n = 0; n < p.B * p.H_kv; ++n) {
+    for (std::int64_t n = 0; n < p.B * p.H_kv; ++n) errors.run([&] {
       const std::int64_t b = n / p.H_kv, h_kv = n % p.H_kv;
       const auto K_kv = head_of(K, b, h_kv), V_kv = head_of(V, b, h_kv);
       const auto dK_kv = head_of(out.dK, b, h_kv), dV_kv = head_of(out.dV, b, h_kv);
@@ -69,8 +78,9 @@ GoldBackward backward(const BackwardParams& params, const xt::xtensor<double, 3>
         naive::matmul_at_accumulate(rows_of(dS), Q_h, dK_kv);
       }
       naive::scale_in_place(dK_kv, p.scale);
-    }
+    });
   }
+  errors.rethrow();
   return out;
 }
 
@@ -79,7 +89,7 @@ GoldBackward backward(const BackwardParams& params, const xt::xtensor<double, 3>
 GoldForward gold_forward(const ForwardParams& params) {
   validate_inputs(params);
   const Problem& p = params.problem;
-  const int threads = thread_count(params.options);
+  const int threads = thread_count(params.options, p.B * p.H);
   const xt::xtensor<double, 4> Q = gather_bhsd<double>(params.q, threads);
   const xt::xtensor<double, 4> K = gather_bhsd<double>(params.k, threads);
   const xt::xtensor<double, 4> V = gather_bhsd<double>(params.v, threads);
@@ -91,12 +101,17 @@ GoldForward gold_forward(const ForwardParams& params) {
   out.m = xt::zeros<double>(rows_shape);
   out.l = xt::zeros<double>(rows_shape);
 
+  detail::ParallelErrors errors;  // none may cross the region (parallel_errors.hpp)
 #pragma omp parallel num_threads(threads)
   {
     const std::array<std::size_t, 2> scores_shape{size(p.S_q), size(p.S_k)};
-    xt::xtensor<double, 2> S(scores_shape), P(scores_shape);
+    xt::xtensor<double, 2> S, P;
+    errors.run([&] {
+      S = xt::xtensor<double, 2>(scores_shape);
+      P = xt::xtensor<double, 2>(scores_shape);
+    });
 #pragma omp for schedule(dynamic)
-    for (std::int64_t n = 0; n < p.B * p.H; ++n) {
+    for (std::int64_t n = 0; n < p.B * p.H; ++n) errors.run([&] {
       const std::int64_t b = n / p.H, h = n % p.H, h_kv = h / p.group_size();
       double* m = &out.m(size(b), size(h), 0);
       double* l = &out.l(size(b), size(h), 0);
@@ -109,8 +124,9 @@ GoldForward gold_forward(const ForwardParams& params) {
       // Eq. (12): L = m + log(l).
       for (std::int64_t i = 0; i < p.S_q; ++i)
         out.L(size(b), size(h), size(i)) = naive::logsumexp(m[i], l[i]);
-    }
+    });
   }
+  errors.rethrow();
   return out;
 }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -74,6 +76,50 @@ struct Header {
   std::vector<std::size_t> shape;
 };
 
+// What xtensor's parser takes on trust: each key once, and a shape of non-negative integers
+// (it would read "2.5" as 2 and "-2" as 18446744073709551614). `stripped` has no spaces.
+void check_keys_and_shape(const std::string& stripped, const std::string& name,
+                          const std::string& shown) {
+  for (const char* key : {"'descr'", "'fortran_order'", "'shape'"}) {
+    std::size_t count = 0;
+    for (std::size_t at = stripped.find(key); at != std::string::npos;
+         at = stripped.find(key, at + 1)) {
+      ++count;
+    }
+    if (count > 1) {
+      fail(name, "malformed .npy header: the key " + std::string(key) + " appears " +
+                     std::to_string(count) + " times: '" + shown + "'");
+    }
+  }
+  const std::size_t key = stripped.find("'shape':(");
+  if (key == std::string::npos) return;  // xtensor's parser names what is missing
+  const std::size_t open = key + 8, close = stripped.find(')', open);
+  if (close == std::string::npos) return;
+  const std::string tuple = stripped.substr(open + 1, close - open - 1);
+  std::size_t start = 0;
+  while (start < tuple.size()) {
+    std::size_t comma = tuple.find(',', start);
+    if (comma == std::string::npos) comma = tuple.size();
+    const std::string dim = tuple.substr(start, comma - start);
+    std::uint64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(dim.data(), dim.data() + dim.size(), value);
+    const bool digits = !dim.empty() && std::all_of(dim.begin(), dim.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (!dim.empty() && dim.front() == '-') {
+      fail(name, "negative dimension " + dim + " in the .npy header's shape (" + tuple + ")");
+    }
+    if (!digits) {
+      fail(name, "dimension '" + dim + "' in the .npy header's shape (" + tuple +
+                     ") is not a non-negative integer");
+    }
+    if (ec != std::errc() || ptr != dim.data() + dim.size()) {
+      fail(name, "dimension " + dim + " in the .npy header's shape (" + tuple + ") is too large");
+    }
+    start = comma + 1;
+  }
+}
+
 Header parse_header(std::string text, const std::string& name) {
   const std::string shown = text.substr(0, std::min<std::size_t>(text.size(), 200));
   if (text.empty() || text.back() != '\n') {
@@ -93,6 +139,8 @@ Header parse_header(std::string text, const std::string& name) {
          "(...)}): '" +
              shown + "'");
   }
+
+  check_keys_and_shape(stripped, name, shown);
 
   std::string descr;
   bool fortran_order = false;
@@ -230,6 +278,14 @@ NpyArray read_npy(std::istream& in, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
+  // The type first: opening a FIFO with no writer blocks forever, and a directory opens but
+  // reads as "bad magic bytes".
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) fail(path, "is a directory, not a .npy file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    fail(path, "is not a regular file (a FIFO, socket or device); give a .npy file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, std::string("cannot open for reading (") + std::strerror(errno) + ")");
   return read_npy(in, path);

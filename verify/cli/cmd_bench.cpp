@@ -8,10 +8,17 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/bench/bench.hpp"
 #include "flashref/verify/bench/sweeps.hpp"
+#include "feasibility.hpp"
+#include "option_parsers.hpp"
 #include "problem_options.hpp"
 
 namespace flashref::cli {
 namespace {
+
+// Bounds on the repetitions: a median of 1000 runs is as stable as a timer gets; more is a
+// typo that would run for hours.
+constexpr int kMaxReps = 1000;
+constexpr int kMaxWarmup = 100;
 
 struct BenchSettings {
   ProblemOptions problem;
@@ -34,13 +41,24 @@ int run_bench(const BenchSettings& s) {
     return kExitPass;
   }
   const auto [tile_q, tile_k] = s.problem.tiles();
-  if (s.problem.threads() < 0) {
-    throw InvalidArgument("--threads", "must be >= 0, got " + std::to_string(s.problem.threads()));
+  const int threads = s.problem.threads();  // checked: 0 to kMaxThreads
+  if (s.reps < 1 || s.reps > kMaxReps) {
+    throw InvalidArgument("--reps", "must be from 1 to " + std::to_string(kMaxReps) + ", got " +
+                                        std::to_string(s.reps));
+  }
+  if (s.warmup < 0 || s.warmup > kMaxWarmup) {
+    throw InvalidArgument("--warmup", "must be from 0 to " + std::to_string(kMaxWarmup) +
+                                          ", got " + std::to_string(s.warmup));
+  }
+  if (!s.sweep.empty() && !s.problem.given_problem_option().empty()) {
+    throw InvalidArgument(s.problem.given_problem_option(),
+                          "conflicts with --sweep, whose points define their own problems: give "
+                          "one or the other");
   }
   verify::BenchConfig base;
   base.exec.tile_q = tile_q;
   base.exec.tile_k = tile_k;
-  base.exec.num_threads = s.problem.threads();
+  base.exec.num_threads = threads;
   base.exec.allow_tf32 = s.allow_tf32;
   base.layout = s.problem.layout();
   base.warmup = s.warmup;
@@ -60,6 +78,13 @@ int run_bench(const BenchSettings& s) {
     points.push_back({s.problem.problem(), s.backward, ""});
   }
   const std::vector<std::string> names = s.problem.backends(fallback);
+  // Before any work: every point must fit in memory on every backend (feasibility.hpp).
+  for (const verify::SweepPoint& point : points) {
+    for (const std::string& name : names) {
+      require_memory(sweep_name.empty() ? "--shape" : "--sweep", point.problem,
+                     backend_need(point.problem, name, point.backward, threads, tile_q, tile_k));
+    }
+  }
 
   std::vector<verify::BenchRow> rows;
   for (const verify::SweepPoint& point : points) {
@@ -111,10 +136,13 @@ Command add_bench_command(CLI::App& app) {
       "A single problem from the options, or a named sweep (--sweep, --list-sweeps).");
   settings->problem.add_to(*sub, {"1,8,2048,2048,64", 8, "causal", "f32"});
   sub->add_flag("--backward", settings->backward, "also time backward and forward+backward");
-  sub->add_option("--reps", settings->reps, "timed repetitions (the median is reported)")
+  sub->add_option("--reps", settings->reps,
+                  "timed repetitions, 1 to " + std::to_string(kMaxReps) + " (the median is reported)")
       ->capture_default_str();
-  sub->add_option("--warmup", settings->warmup, "untimed runs first")->capture_default_str();
-  sub->add_option("--seed", settings->seed, "seed of the random inputs")->capture_default_str();
+  sub->add_option("--warmup", settings->warmup,
+                  "untimed runs first, 0 to " + std::to_string(kMaxWarmup))
+      ->capture_default_str();
+  add_seed_option(*sub, settings->seed, "seed of the random inputs");
   sub->add_flag("--no-flush", settings->no_flush, "device backends: do not flush L2 between runs");
   sub->add_flag("--allow-tf32", settings->allow_tf32, "let f32 device backends use TF32");
   sub->add_option("--sweep", settings->sweep, "run a named sweep instead of one problem");

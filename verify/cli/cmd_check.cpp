@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -11,7 +12,9 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/check.hpp"
 #include "flashref/verify/report.hpp"
+#include "feasibility.hpp"
 #include "npy_problem.hpp"
+#include "option_parsers.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -106,9 +109,14 @@ nlohmann::json check_json(const Problem& p, const verify::CheckResult& r) {
 }
 
 int run_check(const CheckSettings& s) {
+  // The options first, the files after: a usage error costs no reading.
+  auto [tile_q, tile_k] = s.inputs.tiles();
+  const std::optional<DType> grad_dtype =
+      s.grad_dtype.empty() ? std::nullopt
+                           : std::optional(parse_dtype_option(s.grad_dtype, "--grad-dtype"));
   NpyProblem input = load_npy_problem(s.inputs);
   Problem& p = input.data.problem;
-  if (!s.grad_dtype.empty()) p.grad_dtype = parse_dtype(s.grad_dtype);
+  if (grad_dtype) p.grad_dtype = *grad_dtype;
 
   if (input.data.dO.empty() && (!s.dq.empty() || !s.dk.empty() || !s.dv.empty())) {
     throw InvalidArgument("--do", "checking --dq, --dk or --dv needs --do, the gradient of O");
@@ -125,8 +133,10 @@ int run_check(const CheckSettings& s) {
   if (candidate.empty()) {
     throw InvalidArgument("--o", "nothing to check: give --o (and --lse, --dq, --dk, --dv)");
   }
-  auto [tile_q, tile_k] = s.inputs.tiles();
-  if (tile_q == 0) tile_q = tile_k = kReportTile;
+  if (tile_q == 0) tile_q = kReportTile;
+  if (tile_k == 0) tile_k = kReportTile;
+  // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
+  require_memory(s.inputs.q, p, judge_need(p, !input.data.dO.empty(), 0));
   const verify::CheckResult result = verify::check_candidate(input.data, candidate, tile_q, tile_k);
   if (s.json) {
     std::cout << check_json(p, result).dump(2) << "\n";

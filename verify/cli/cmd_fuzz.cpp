@@ -1,8 +1,11 @@
 // `flashref fuzz`: property-based fuzzing of one backend against the gold, with the generator
 // the test suite uses, a progress line on a terminal, shrinking, and the command that
 // reproduces the minimal failure.
+#include <signal.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -14,12 +17,24 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/report.hpp"
 #include "fuzz_session.hpp"
+#include "feasibility.hpp"
+#include "option_parsers.hpp"
 #include "problem_options.hpp"
 
 namespace flashref::cli {
 namespace {
 
 constexpr std::int64_t kDefaultCases = 100;
+// Exit code of a run ended by SIGINT before a failure: 128 + SIGINT, as a shell reports it.
+constexpr int kExitInterrupted = 130;
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_sigint(int) {
+  g_interrupted = 1;
+}
+// Fuzzing is many small cases: generators.hpp bounds B * H * S_q * S_k * d by 2^23, so longer
+// sequences only draw lopsided shapes, and one gold of 4096 x 4096 already takes seconds.
+constexpr std::int64_t kMaxSeq = 4096;
 
 struct FuzzOptions {
   FuzzSettings settings;
@@ -30,6 +45,8 @@ struct FuzzOptions {
   bool json = false;
   CLI::Option* cases_opt = nullptr;
   CLI::Option* seconds_opt = nullptr;
+  CLI::Option* dtypes_opt = nullptr;
+  CLI::Option* masks_opt = nullptr;
 };
 
 // A comma list parsed by `parse`; empty keeps `fallback`.
@@ -75,15 +92,28 @@ int run_fuzz_command(FuzzOptions& o) {
   if (by_cases && s.cases < 1) {
     throw InvalidArgument("--cases", "must be >= 1, got " + std::to_string(s.cases));
   }
-  if (by_time && !(s.seconds > 0.0)) {
-    throw InvalidArgument("--seconds", "must be > 0, got " + std::to_string(s.seconds));
+  if (by_time && !(std::isfinite(s.seconds) && s.seconds > 0.0)) {
+    throw InvalidArgument("--seconds", "must be a finite number > 0, got " + std::to_string(s.seconds));
   }
   if (!by_cases && !by_time) s.cases = kDefaultCases;
-  if (s.bounds.max_seq < 1) {
-    throw InvalidArgument("--max-seq", "must be >= 1, got " + std::to_string(s.bounds.max_seq));
+  if (s.bounds.max_seq < 1 || s.bounds.max_seq > kMaxSeq) {
+    throw InvalidArgument("--max-seq", "must be from 1 to " + std::to_string(kMaxSeq) + ", got " +
+                                           std::to_string(s.bounds.max_seq));
+  }
+  for (const auto& [option, list] : {std::pair{o.dtypes_opt, &o.dtypes}, std::pair{o.masks_opt, &o.masks}}) {
+    if (option->count() > 0 && list->empty()) {
+      throw InvalidArgument(option->get_name(), "is empty: give one or more, comma separated "
+                                                "(leave the option out for all of them)");
+    }
   }
   s.bounds.dtypes = parse_list<DType>(o.dtypes, parse_dtype, s.bounds.dtypes);
   s.bounds.masks = parse_list<Mask>(o.masks, parse_mask, s.bounds.masks);
+  // Before any work: the largest case the bounds allow must fit in memory (feasibility.hpp).
+  {
+    const Problem largest = make_problem(1, 1, 1, s.bounds.max_seq, s.bounds.max_seq,
+                                         s.bounds.max_d, Mask::none, DType::f32);
+    require_memory("--max-seq", largest, judge_need(largest, !o.forward_only, 0));
+  }
   s.bounds.backward = !o.forward_only;
   // The CUDA kernels are compiled for head dims that are multiples of 8.
   if (s.backend == "cuda") s.bounds.d_multiple = 8;
@@ -101,6 +131,13 @@ int run_fuzz_command(FuzzOptions& o) {
       planted_list += (planted_list.empty() ? "" : ", ") + name;
     }
   }
+  // SIGINT ends the run with its summary (a second one kills: SA_RESETHAND).
+  struct sigaction action {};
+  action.sa_handler = on_sigint;
+  action.sa_flags = SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  s.interrupted = [] { return g_interrupted != 0; };
   const bool terminal = !o.json && isatty(STDERR_FILENO) != 0;
   const FuzzResult r = run_fuzz(s, [&](const FuzzProgress& p) {
     if (terminal) print_progress(p, s.backend);
@@ -114,7 +151,7 @@ int run_fuzz_command(FuzzOptions& o) {
     nlohmann::json j = {
         {"command", "fuzz"}, {"backend", s.backend},         {"seed", s.seed},
         {"cases", p.cases},  {"unsupported", p.unsupported}, {"seconds", p.elapsed_s},
-        {"passed", r.passed}};
+        {"passed", r.passed}, {"interrupted", r.interrupted}};
     if (r.minimal) {
       j["failure"] = {{"case", case_json(*r.minimal)},
                       {"reason", r.failure},
@@ -131,6 +168,11 @@ int run_fuzz_command(FuzzOptions& o) {
     if (p.unsupported > 0)
       std::printf(" (%lld unsupported, skipped)", static_cast<long long>(p.unsupported));
     std::printf("\n");
+    if (r.interrupted) {
+      std::printf("interrupted (SIGINT) after %lld cases; rerun with --seed %llu for the same "
+                  "cases\n",
+                  static_cast<long long>(p.cases), static_cast<unsigned long long>(s.seed));
+    }
     if (r.minimal) {
       std::printf("FAIL: shrunk in %lld steps (%lld tried) to a minimal case:\n  %s\n",
                   static_cast<long long>(p.shrink_steps), static_cast<long long>(p.shrink_tries),
@@ -145,11 +187,15 @@ int run_fuzz_command(FuzzOptions& o) {
       }
     } else if (!r.gave_up.empty()) {
       std::printf("gave up: %s\n", r.gave_up.c_str());
+    } else if (r.interrupted) {
+      std::printf("no failure in the cases run\n");
     } else {
       std::printf("PASS\n");
     }
   }
-  return r.passed ? kExitPass : (r.minimal ? kExitFail : kExitUsage);
+  if (r.minimal) return kExitFail;
+  if (r.interrupted) return kExitInterrupted;
+  return r.passed ? kExitPass : kExitUsage;
 }
 
 }  // namespace
@@ -162,18 +208,21 @@ Command add_fuzz_command(CLI::App& app) {
       "dtype, GQA/MQA, awkward shapes and tiles, large inputs), forward and backward, judged\n"
       "by the rule; the same generator as the test suite. The first failure is shrunk to a\n"
       "minimal case and printed with the `flashref verify` command that reproduces it.\n"
-      "Exit 0: all cases pass; 1: a case failed; 2: bad usage.");
+      "Exit 0: all cases pass; 1: a case failed; 2: bad usage; 130: interrupted (SIGINT) with\n"
+      "no failure so far (the summary says how many cases ran and the seed).");
   sub->add_option("--backend", o->settings.backend, "backend to fuzz")->capture_default_str();
   o->cases_opt = sub->add_option("--cases", o->settings.cases,
                                  "number of cases (default " + std::to_string(kDefaultCases) + ")");
   o->seconds_opt = sub->add_option("--seconds", o->settings.seconds, "run for this long instead");
   o->cases_opt->excludes(o->seconds_opt);
-  sub->add_option("--seed", o->settings.seed, "RapidCheck seed: the same seed, the same cases")
+  add_seed_option(*sub, o->settings.seed, "RapidCheck seed: the same seed, the same cases");
+  sub->add_option("--max-seq", o->settings.bounds.max_seq,
+                  "largest S_q and S_k drawn, at most " + std::to_string(kMaxSeq))
       ->capture_default_str();
-  sub->add_option("--max-seq", o->settings.bounds.max_seq, "largest S_q and S_k drawn")
-      ->capture_default_str();
-  sub->add_option("--dtype", o->dtypes, "dtypes to draw from, comma separated (default all)");
-  sub->add_option("--mask", o->masks, "masks to draw from, comma separated (default all)");
+  o->dtypes_opt =
+      sub->add_option("--dtype", o->dtypes, "dtypes to draw from, comma separated (default all)");
+  o->masks_opt =
+      sub->add_option("--mask", o->masks, "masks to draw from, comma separated (default all)");
   sub->add_flag("--forward-only", o->forward_only, "judge O and L only");
   sub->add_flag("--json", o->json, "print the result as JSON (no progress line)");
   sub->add_option("--plant-fault", o->plant_fault,

@@ -1,6 +1,5 @@
 // `flashref run`: compute with one backend from .npy inputs and write .npy outputs, so another
 // kernel's developer can compare against flashref's tensors in their own tools.
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -9,9 +8,12 @@
 #include "command.hpp"
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
+#include "flashref/limits.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/report.hpp"
+#include "feasibility.hpp"
 #include "npy_problem.hpp"
+#include "output_dir.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -25,9 +27,8 @@ struct RunSettings {
 };
 
 int run_run(const RunSettings& s) {
-  if (s.threads < 0) {
-    throw InvalidArgument("--threads", "must be >= 0, got " + std::to_string(s.threads));
-  }
+  check_threads(s.threads, "--threads");
+  const auto [tile_q, tile_k] = s.inputs.tiles();
   const std::unique_ptr<Backend> backend = make_backend(s.backend);
   const NpyProblem input = load_npy_problem(s.inputs);
   const Problem& p = input.data.problem;
@@ -35,25 +36,24 @@ int run_run(const RunSettings& s) {
   if (!support.ok) {
     throw Unsupported("backend '" + s.backend + "' cannot run this problem: " + support.reason);
   }
+  // Before any work: the run must fit in memory (feasibility.hpp).
+  require_memory(s.inputs.q, p,
+                 backend_need(p, s.backend, !input.data.dO.empty(), s.threads, tile_q, tile_k));
   verify::RunOptions options;
-  std::tie(options.exec.tile_q, options.exec.tile_k) = s.inputs.tiles();
+  options.exec.tile_q = tile_q;
+  options.exec.tile_k = tile_k;
   options.exec.num_threads = s.threads;
   options.layout = verify::Layout::bhsd;
   options.backward = !input.data.dO.empty();
   const verify::RunOutputs out = verify::run_backend(*backend, input.data, options);
 
-  // Everything is computed before the first file is created: an error leaves no partial output.
-  const auto arrays = output_arrays(out, p, input.course_layout);
-  std::error_code ec;
-  std::filesystem::create_directories(s.out_dir, ec);
-  if (ec)
-    throw InvalidArgument("--out", "cannot create directory '" + s.out_dir + "': " + ec.message());
-  nlohmann::json written = nlohmann::json::array();
-  for (const auto& [name, values] : arrays) {
-    const std::string path = (std::filesystem::path(s.out_dir) / (name + ".npy")).string();
-    verify::write_npy(path, values);
-    written.push_back(path);
-  }
+  // Everything is computed before the first file is created, and the files are renamed into
+  // place together once all were written (output_dir.hpp): an error leaves DIR as it was.
+  const WrittenOutputs written_outputs =
+      write_outputs(s.out_dir, output_arrays(out, p, input.course_layout),
+                    {"o", "lse", "dq", "dk", "dv"});
+  if (!written_outputs.note.empty()) std::cerr << "flashref run: note: " << written_outputs.note << "\n";
+  nlohmann::json written = written_outputs.paths;
   if (s.json) {
     nlohmann::json j = {{"command", "run"},
                         {"backend", s.backend},
@@ -81,9 +81,13 @@ Command add_run_command(CLI::App& app) {
       "layout. Exit 0 on success, 2 on bad input (the message names the file).");
   sub->add_option("--backend", settings->backend, "backend to run")->capture_default_str();
   settings->inputs.add_to(*sub, "B_q,B_k: tile sizes of the cpu backend (default its own)");
-  sub->add_option("--out", settings->out_dir, "directory for the outputs (created if missing)")
+  sub->add_option("--out", settings->out_dir,
+                  "directory for the outputs (created if missing); the outputs of an earlier "
+                  "run there are replaced all together")
       ->required();
-  sub->add_option("--threads", settings->threads, "OpenMP threads of the cpu backend (0: default)");
+  sub->add_option("--threads", settings->threads,
+                  "OpenMP threads of the cpu backend, 0 to " + std::to_string(kMaxThreads) +
+                      " (0: default)");
   sub->add_flag("--json", settings->json, "print what was written as JSON");
   return {sub, [settings] { return run_run(*settings); }};
 }

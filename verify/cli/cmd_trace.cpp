@@ -8,6 +8,9 @@
 #include "flashref/error.hpp"
 #include "flashref/params.hpp"
 #include "flashref/verify/problem_data.hpp"
+#include "feasibility.hpp"
+#include "flashref/cpu/backend.hpp"
+#include "option_parsers.hpp"
 #include "problem_options.hpp"
 #include "trace_render.hpp"
 
@@ -29,34 +32,46 @@ struct TraceOptions {
   bool json = false;
 };
 
-std::vector<std::int64_t> integers(const std::string& text, std::size_t count,
-                                   const std::string& option, const std::string& expected) {
-  const std::vector<std::string> parts = split_commas(text);
-  std::vector<std::int64_t> values;
-  if (parts.size() == count) {
-    for (const std::string& part : parts) {
-      std::size_t used = 0;
-      try {
-        const long long v = std::stoll(part, &used);
-        if (used == part.size() && v >= 1) values.push_back(v);
-      } catch (const std::exception&) {
-      }
-    }
+// Trace is for problems a person reads: every score of every head is printed. At most
+// kTraceMaxScores scores B * H * S_q * S_k (one head of 256 x 256); --grid prints one cell per
+// tile pair, at most kTraceMaxGridCells of them (a 256 x 256 grid). docs/verification.md.
+constexpr std::int64_t kTraceMaxScores = std::int64_t{1} << 16;
+constexpr std::int64_t kTraceMaxGridCells = std::int64_t{1} << 16;
+
+void require_readable(const Problem& p, int tile_q, int tile_k, bool grid_only) {
+  const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  const double scores = static_cast<double>(p.B) * static_cast<double>(p.H) *
+                        static_cast<double>(p.S_q) * static_cast<double>(p.S_k);
+  const std::int64_t cells = ceil_div(p.S_q, tile_q) * ceil_div(p.S_k, tile_k);
+  if (!grid_only && scores > static_cast<double>(kTraceMaxScores)) {
+    throw InvalidArgument(
+        "--shape", "trace prints every score: B * H * S_q * S_k must be at most " +
+                       std::to_string(kTraceMaxScores) + " (one head of 256 x 256), got " +
+                       describe(p) + "; use --grid for the tile grid of a larger problem, or "
+                       "`flashref verify` to check one");
   }
-  if (values.size() != count) {
-    throw InvalidArgument(option, "expected " + expected + ", each >= 1, got '" + text + "'");
+  if (grid_only && cells > kTraceMaxGridCells) {
+    throw InvalidArgument("--tile", "--grid prints one cell per tile pair: at most " +
+                                        std::to_string(kTraceMaxGridCells) + " (256 x 256), got " +
+                                        std::to_string(cells) + " for tiles " +
+                                        std::to_string(tile_q) + "," + std::to_string(tile_k) +
+                                        " on " + describe(p) + "; give larger tiles");
   }
-  return values;
 }
 
 int run_trace(const TraceOptions& o) {
-  const auto shape = integers(o.shape, 5, "--shape", "B,H,S_q,S_k,d");
-  const auto tiles = integers(o.tile, 2, "--tile", "B_q,B_k");
+  const auto shape = parse_shape(o.shape, "--shape");
+  auto [tile_q, tile_k] = parse_tiles(o.tile, "--tile");
+  if (tile_q == 0) tile_q = cpu::kDefaultTileQ;
+  if (tile_k == 0) tile_k = cpu::kDefaultTileK;
   const std::int64_t heads_kv = o.heads_kv > 0 ? o.heads_kv : shape[1];
   Problem p = make_problem(shape[0], shape[1], heads_kv, shape[2], shape[3], shape[4],
                            parse_mask(o.mask), parse_dtype(o.dtype));
   if (o.scale_opt->count() > 0) p.scale = o.scale;
   validate(p);
+  require_readable(p, tile_q, tile_k, o.grid_only);
+  // Before any work: the run must fit in memory (feasibility.hpp).
+  require_memory("--shape", p, backend_need(p, "cpu", o.backward, 0, tile_q, tile_k));
   const TraceFormat format = parse_trace_format(o.format);
 
   verify::InputOptions inputs;
@@ -72,8 +87,8 @@ int run_trace(const TraceOptions& o) {
   }
 
   TraceSettings settings;
-  settings.tile_q = static_cast<int>(tiles[0]);
-  settings.tile_k = static_cast<int>(tiles[1]);
+  settings.tile_q = tile_q;
+  settings.tile_k = tile_k;
   settings.backward = o.backward;
   settings.grid_only = o.grid_only;
   const Trace trace = record_trace(data, settings);
@@ -98,13 +113,15 @@ Command add_trace_command(CLI::App& app) {
       "factor and O; with --backward, Algorithm 2 (D, P, dV, dP, dS, dQ, dK). Causal masks show\n"
       "which tiles are skipped, run without index comparison, or compare indices. Inputs are\n"
       "random (--seed), rounded to one decimal. Exit 0, or 2 on bad usage.");
-  sub->add_option("--shape", o->shape, "B,H,S_q,S_k,d")->capture_default_str();
+  sub->add_option("--shape", o->shape, "B,H,S_q,S_k,d, or B,H,S,d when S_q = S_k")
+      ->capture_default_str();
   sub->add_option("--heads-kv", o->heads_kv, "key/value heads H_kv (default H)");
-  sub->add_option("--tile", o->tile, "B_q,B_k")->capture_default_str();
+  sub->add_option("--tile", o->tile, "B_q,B_k (or one size for both; 0: the cpu's default)")
+      ->capture_default_str();
   sub->add_option("--mask", o->mask, "none, causal or causal-bottom-right")->capture_default_str();
   sub->add_option("--dtype", o->dtype, "f32, f16 or bf16")->capture_default_str();
   o->scale_opt = sub->add_option("--scale", o->scale, "softmax scale (default 1/sqrt(d))");
-  sub->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
+  add_seed_option(*sub, o->seed, "seed of the random inputs");
   sub->add_flag("--backward", o->backward, "walk Algorithm 2 (the backward) instead");
   sub->add_option("--format", o->format, "text or markdown")->capture_default_str();
   sub->add_flag("--grid", o->grid_only, "print only the tile grid (skipped/full/diagonal tiles)");

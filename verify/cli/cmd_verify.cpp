@@ -8,6 +8,8 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/report.hpp"
 #include "flashref/verify/verification.hpp"
+#include "feasibility.hpp"
+#include "option_parsers.hpp"
 #include "problem_options.hpp"
 
 namespace flashref::cli {
@@ -38,6 +40,8 @@ int run_verify(const VerifySettings& s) {
   c.allow_tf32 = s.allow_tf32;
 
   const std::vector<std::string> backends = s.problem.backends(backend_names());
+  // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
+  require_memory("--shape", c.problem, judge_need(c.problem, c.backward, c.threads));
   // An explicitly requested backend that cannot run this problem is a usage error; by default
   // such a backend is listed as unavailable and the run goes on without it.
   if (s.problem.backends_given()) {
@@ -70,7 +74,7 @@ Command add_verify_command(CLI::App& app) {
       "backend cannot run the problem.");
   const verify::VerifyCase d = verify::default_case();
   settings->problem.add_to(*sub, {"2,4,300,300,64", d.problem.H_kv, "causal", "bf16"});
-  sub->add_option("--seed", settings->seed, "seed of the random inputs")->capture_default_str();
+  add_seed_option(*sub, settings->seed, "seed of the random inputs");
   sub->add_flag("--backward", settings->backward, "judge dQ, dK, dV too (the default)");
   sub->add_flag("--forward-only", settings->forward_only, "judge O and L only");
   sub->add_flag("--large", settings->large,

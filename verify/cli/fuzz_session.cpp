@@ -81,11 +81,18 @@ FuzzResult run_fuzz(const FuzzSettings& s,
   FuzzResult result;
   FuzzProgress& progress = result.progress;
   const rc::Gen<verify::VerifyCase> cases = verify::gen_case(s.bounds);
+  const auto interrupted = [&] {
+    if (!result.interrupted && s.interrupted && s.interrupted()) result.interrupted = true;
+    return result.interrupted;
+  };
   bool failed = false;  // once a case failed, shrinking runs to the end whatever the clock says
   std::string last_unsupported;
 
   const auto property = [&] {
     const verify::VerifyCase c = *cases;
+    // Interrupted: every remaining case (and shrink candidate) passes at once, so RapidCheck
+    // ends quickly and a failure keeps the smallest case shrunk so far.
+    if (interrupted()) return;
     if (!failed && (out_of_time() || (s.cases > 0 && progress.cases >= s.cases))) return;
     const Support support = backend->supports(c.problem);
     if (!support.ok) {
@@ -132,10 +139,10 @@ FuzzResult run_fuzz(const FuzzSettings& s,
       result.gave_up = r.get<rc::detail::Error>().description;
       break;
     }
-    if (failed || s.seconds <= 0.0 || out_of_time()) break;
+    if (failed || interrupted() || s.seconds <= 0.0 || out_of_time()) break;
     if (s.cases > 0 && progress.cases >= s.cases) break;
   }
-  result.passed = !failed && result.gave_up.empty();
+  result.passed = !failed && result.gave_up.empty() && !result.interrupted;
   progress.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

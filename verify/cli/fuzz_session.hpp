@@ -22,6 +22,8 @@ struct FuzzSettings {
   // Testing the fuzzer: bugs planted in the cpu backend for every case (a bit set of
   // cpu::Fault, flashref/cpu/faults.hpp); the backend must then be "cpu".
   std::uint32_t planted_faults = 0;
+  // Polled between cases: true ends the run early (SIGINT), keeping any failure found so far.
+  std::function<bool()> interrupted;
 };
 
 struct FuzzProgress {
@@ -42,6 +44,7 @@ struct FuzzResult {
   std::optional<verify::VerifyReport> minimal_report;
   std::string failure;  // why the minimal case failed, one line per failing tensor
   std::string gave_up;  // RapidCheck gave up (too many unsupported cases), why
+  bool interrupted = false;  // settings.interrupted() ended the run before its cases or time
 };
 
 // Runs until `cases` cases, `seconds` elapsed, or the first failure (then shrinks it).

@@ -3,6 +3,7 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/tensor_set.hpp"
+#include "option_parsers.hpp"
 #include "problem_options.hpp"
 
 namespace flashref::cli {
@@ -68,20 +69,7 @@ void NpyProblemOptions::add_to(CLI::App& app, const std::string& tile_help) {
 
 std::pair<int, int> NpyProblemOptions::tiles() const {
   if (tile.empty()) return {0, 0};
-  const std::vector<std::string> parts = split_commas(tile);
-  try {
-    std::size_t used0 = 0, used1 = 0;
-    if (parts.size() == 2) {
-      const int q_tile = std::stoi(parts[0], &used0);
-      const int k_tile = std::stoi(parts[1], &used1);
-      if (used0 == parts[0].size() && used1 == parts[1].size() && q_tile >= 1 && k_tile >= 1) {
-        return {q_tile, k_tile};
-      }
-    }
-  } catch (const std::exception&) {
-  }
-  throw InvalidArgument("--tile",
-                        "expected B_q,B_k with both >= 1 (for example 64,64), got '" + tile + "'");
+  return parse_tiles(tile, "--tile");
 }
 
 NpyProblem load_npy_problem(const NpyProblemOptions& o) {
@@ -121,7 +109,7 @@ NpyProblem load_npy_problem(const NpyProblemOptions& o) {
                                     "'s " + shape_string(shape_of(q)));
   }
 
-  const DType dtype = o.dtype.empty() ? q.dtype : parse_dtype(o.dtype);
+  const DType dtype = o.dtype.empty() ? q.dtype : parse_dtype_option(o.dtype, "--dtype");
   Problem p = make_problem(q_shape[0], q_shape[1], k_shape[1], q_shape[2], k_shape[2], q_shape[3],
                            parse_mask(o.mask), dtype);
   if (o.scale_opt != nullptr && o.scale_opt->count() > 0) p.scale = o.scale;

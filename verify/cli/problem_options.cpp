@@ -1,10 +1,12 @@
 #include "problem_options.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include "flashref/backend.hpp"
+#include "feasibility.hpp"
 #include "flashref/error.hpp"
+#include "flashref/limits.hpp"
+#include "option_parsers.hpp"
 
 namespace flashref::cli {
 
@@ -21,12 +23,6 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 namespace {
-
-bool parse_int(const std::string& s, std::int64_t& out) {
-  const char* end = s.data() + s.size();
-  const auto [ptr, ec] = std::from_chars(s.data(), end, out);
-  return ec == std::errc() && ptr == end && !s.empty();
-}
 
 // The option a user typed for a field that validate(Problem) names.
 std::string option_for(const std::string& field) {
@@ -55,15 +51,19 @@ void ProblemOptions::add_to(CLI::App& app, const ProblemDefaults& defaults) {
       app.add_option("--heads-kv", heads_kv_,
                      "key/value heads H_kv, dividing H (GQA; 1: MQA) [default: H, or " +
                          std::to_string(defaults.heads_kv) + " with the default shape]");
-  app.add_option("--mask", mask_, "none | causal | causal-bottom-right")->capture_default_str();
-  app.add_option("--dtype", dtype_, "f32 | f16 | bf16: Q, K, V, O, dO")->capture_default_str();
+  mask_opt_ = app.add_option("--mask", mask_, "none | causal | causal-bottom-right")
+                  ->capture_default_str();
+  dtype_opt_ = app.add_option("--dtype", dtype_, "f32 | f16 | bf16: Q, K, V, O, dO")
+                   ->capture_default_str();
   grad_dtype_opt_ = app.add_option("--grad-dtype", grad_dtype_,
                                    "f32 | f16 | bf16: dQ, dK, dV [default: --dtype]");
   scale_opt_ = app.add_option("--scale", scale_, "softmax scale [default: 1/sqrt(d)]");
   app.add_option("--tile", tile_, "B_q,B_k tile sizes (or one size for both; 0: backend default)");
   app.add_option("--layout", layout_, "bshd | bhsd: memory layout given to the backends")
       ->capture_default_str();
-  app.add_option("--threads", threads_, "OpenMP threads for host backends (0: OpenMP default)")
+  app.add_option("--threads", threads_,
+                 "OpenMP threads for host backends, 0 to " + std::to_string(kMaxThreads) +
+                     " (0: OpenMP default)")
       ->capture_default_str();
   backends_opt_ = app.add_option("--backends", backends_,
                                  "comma-separated backends [default: every backend of the build]");
@@ -71,35 +71,13 @@ void ProblemOptions::add_to(CLI::App& app, const ProblemDefaults& defaults) {
 
 Problem ProblemOptions::problem() const {
   const bool shape_given = shape_opt_->count() > 0;
-  const std::string shape = shape_given ? shape_ : defaults_.shape;
-  const std::vector<std::string> parts = split_commas(shape);
-  std::vector<std::int64_t> v;
-  for (const std::string& part : parts) {
-    std::int64_t x = 0;
-    if (!parse_int(part, x) || x < 1) {
-      throw InvalidArgument(
-          "--shape", "expected B,H,S_q,S_k,d or B,H,S,d as positive integers, got '" + shape +
-                         "' ('" + part + "' is not a positive integer)");
-    }
-    v.push_back(x);
-  }
-  if (v.size() == 4) v.insert(v.begin() + 3, v[2]);  // B,H,S,d: S_k = S_q
-  if (v.size() != 5) {
-    throw InvalidArgument("--shape", "expected 5 values B,H,S_q,S_k,d (or 4: B,H,S,d), got " +
-                                         std::to_string(parts.size()) + " in '" + shape + "'");
-  }
+  const std::array<std::int64_t, 5> v = parse_shape(shape_given ? shape_ : defaults_.shape, "--shape");
   const std::int64_t H_kv = heads_kv_opt_->count() > 0 ? heads_kv_
                             : shape_given              ? v[1]
                                                        : defaults_.heads_kv;
   Problem p =
       make_problem(v[0], v[1], H_kv, v[2], v[3], v[4], parse_mask(mask_), parse_dtype(dtype_));
-  if (grad_dtype_opt_->count() > 0) {
-    try {
-      p.grad_dtype = parse_dtype(grad_dtype_);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument("--grad-dtype", std::string(e.what()).substr(e.field().size() + 2));
-    }
-  }
+  if (grad_dtype_opt_->count() > 0) p.grad_dtype = parse_dtype_option(grad_dtype_, "--grad-dtype");
   if (scale_opt_->count() > 0) p.scale = scale_;
   try {
     validate(p);
@@ -111,24 +89,20 @@ Problem ProblemOptions::problem() const {
 
 std::pair<int, int> ProblemOptions::tiles() const {
   if (tile_.empty()) return {0, 0};
-  const std::vector<std::string> parts = split_commas(tile_);
-  std::vector<int> t;
-  for (const std::string& part : parts) {
-    std::int64_t x = 0;
-    if (!parse_int(part, x) || x < 0 || x > 1 << 20) {
-      throw InvalidArgument("--tile",
-                            "expected B_q,B_k (or one size) as integers >= 1 (0: the "
-                            "backend's default), got '" +
-                                tile_ + "'");
-    }
-    t.push_back(static_cast<int>(x));
+  return parse_tiles(tile_, "--tile");
+}
+
+int ProblemOptions::threads() const {
+  check_threads(threads_, "--threads");
+  return threads_;
+}
+
+std::string ProblemOptions::given_problem_option() const {
+  for (const CLI::Option* o : {shape_opt_, heads_kv_opt_, mask_opt_, dtype_opt_, grad_dtype_opt_,
+                               scale_opt_}) {
+    if (o != nullptr && o->count() > 0) return o->get_name();
   }
-  if (t.size() == 1) return {t[0], t[0]};
-  if (t.size() != 2) {
-    throw InvalidArgument("--tile", "expected two sizes B_q,B_k, got " + std::to_string(t.size()) +
-                                        " in '" + tile_ + "'");
-  }
-  return {t[0], t[1]};
+  return "";
 }
 
 verify::Layout ProblemOptions::layout() const {

@@ -30,7 +30,10 @@ class ProblemOptions {
   Problem problem() const;
   std::pair<int, int> tiles() const;  // (B_q, B_k), 0 = the backend's default
   verify::Layout layout() const;
-  int threads() const { return threads_; }
+  int threads() const;  // --threads, checked: 0 (OpenMP's default) to kMaxThreads
+  // The first problem option given on the command line (--shape, --heads-kv, --mask, --dtype,
+  // --grad-dtype, --scale), or "" when none was: a named sweep conflicts with them.
+  std::string given_problem_option() const;
   // --backends as given, or `fallback` when absent; each name checked against the build.
   std::vector<std::string> backends(const std::vector<std::string>& fallback) const;
   bool backends_given() const { return backends_opt_ != nullptr && backends_opt_->count() > 0; }
@@ -44,6 +47,8 @@ class ProblemOptions {
   CLI::Option* shape_opt_ = nullptr;
   CLI::Option* heads_kv_opt_ = nullptr;
   CLI::Option* scale_opt_ = nullptr;
+  CLI::Option* mask_opt_ = nullptr;
+  CLI::Option* dtype_opt_ = nullptr;
   CLI::Option* grad_dtype_opt_ = nullptr;
   CLI::Option* backends_opt_ = nullptr;
 };
