@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's CPU attention on the problem of `flashref bench --sweep cpu-peer` (float32, B=1,
 H=8, S=2048, d=64, causal), in the same run as ours: SDPA (its CPU flash-attention kernel)
-and a naive matmul-softmax-matmul. As gpu.md measured it: forward, then o.sum().backward(),
+and a naive matmul-softmax-matmul, timed as the peers of docs/benchmarks.md are: forward, then o.sum().backward(),
 the median of --reps after one warm-up, at each thread count. Prints one JSON array.
 
   python3 bench/cpu_peers.py [--threads 2,16] [--reps 5] [--out F]

@@ -1,4 +1,4 @@
-// Issue 12 through the built `flashref` binary: each defect the tour of bad and extreme inputs
+// The built `flashref` binary on bad and extreme inputs: each defect that a tour of such inputs
 // found, with its exit code, a message that names the option or the file, and nothing written.
 // Problems too large for memory are refused by the feasibility check before any allocation, so
 // these tests never allocate much; the ones whose verdict depends on the machine's memory run

@@ -1,4 +1,4 @@
-// Issue 12, item 1: no exception crosses an OpenMP region. Before the fix, a std::bad_alloc of
+// No exception crosses an OpenMP region. Before the fix, a std::bad_alloc of
 // the gold's per-thread S_q x S_k matrices (`flashref verify --shape 1,1,65536,16`) escaped the
 // region and libgomp's must-not-throw wrapper aborted with "terminate called without an active
 // exception". Now every region keeps the first exception and rethrows it after the region.

@@ -10,7 +10,7 @@ const std::vector<Sweep>& sweeps() {
   static const std::vector<Sweep> table = {
       {"cpu-peer",
        "the CPU comparison of docs/benchmarks.md: float32, B=1, H=8, S=2048, d=64, causal, "
-       "forward and backward, against PyTorch's CPU flash-attention numbers in gpu.md",
+       "forward and backward, against PyTorch's CPU flash attention (bench/cpu_peers.py)",
        {"cpu", "reference"},
        [] {
          return std::vector<SweepPoint>{
