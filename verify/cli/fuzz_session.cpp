@@ -85,7 +85,9 @@ FuzzResult run_fuzz(const FuzzSettings& s,
   std::string last_unsupported;
 
   const auto property = [&] {
-    const verify::VerifyCase c = *cases;
+    verify::VerifyCase c = *cases;
+    c.allow_tf32 = s.precision.allow_tf32;
+    c.lse_dtype = s.precision.lse_dtype;
     if (!failed && (out_of_time() || (s.cases > 0 && progress.cases >= s.cases))) return;
     const Support support = backend->supports(c.problem);
     if (!support.ok) {
