@@ -310,7 +310,8 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
       }
       continue;
     }
-    if (std::optional<Finding> f = tail_rows(c.id, *c.values, gold.at(c.id), c.limit)) {
+    if (std::optional<Finding> f = tail_rows(c.id, *c.values, gold.at(c.id), c.limit,
+                                             c.id == TensorId::O ? &data.v : nullptr)) {
       located.push_back(c.id);
       // One tail finding per tile size pattern: merge tensors that share it.
       auto same =
@@ -327,6 +328,20 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
       }
     }
   }
+  // Junk in O's tail makes the same tail of the other tensors junk too: one tail_garbage.
+  for (Finding& g : result.findings) {
+    if (g.code != "tail_garbage") continue;
+    for (Finding& t : result.findings) {
+      if (t.code != "tail_rows" || t.detail.value("axis", "") != g.detail.value("axis", "") ||
+          t.detail.value("tile_sizes", nlohmann::json()) !=
+              g.detail.value("tile_sizes", nlohmann::json())) {
+        continue;
+      }
+      g.tensors.insert(g.tensors.end(), t.tensors.begin(), t.tensors.end());
+      t.tensors.clear();
+    }
+  }
+  std::erase_if(result.findings, [](const Finding& f) { return f.tensors.empty(); });
   // A lead for each failed tensor nothing explains.
   for (const Judged& c : candidate_tensors) {
     const auto seen = [&](const std::vector<TensorId>& ids) {

@@ -67,10 +67,13 @@ double relative_distance(const xt::xarray<double>& c, const xt::xarray<double>& 
 // `candidate` (O, L, dQ); tail_rows at tensor `id`, whose elements are wrong when further
 // from the gold than `limit`, the rule's limit.
 std::optional<Finding> nan_masked_rows(const TensorSet& candidate, const TensorSet& gold);
-// tail_rows when the wrong tail elements were never written (NaN, the runner's poison, or 0),
-// tail_garbage when they hold other values (reads past the end, no bounds checks).
+// tail_rows when the wrong tail rows look like attention computed with wrong bounds (or were
+// never written: NaN, the runner's poison), tail_garbage when O's tail holds values no
+// attention can give: outside [min V, max V] (O is a convex combination of V's rows), as reads
+// past the end without bounds checks give. `v` is V for tensor O, else null.
 std::optional<Finding> tail_rows(TensorId id, const xt::xarray<double>& candidate,
-                                 const xt::xarray<double>& gold, double limit);
+                                 const xt::xarray<double>& gold, double limit,
+                                 const HostTensor* v = nullptr);
 // Rows that see no key (gold L = -inf) whose O is finite but not 0, or whose L is finite:
 // what is there (the mean of V: uniform attention over every key; or junk).
 std::optional<Finding> masked_rows_not_zero(const ProblemData& data, const TensorSet& candidate,
