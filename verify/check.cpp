@@ -119,6 +119,12 @@ double residual_share(const xt::xarray<double>& c, const xt::xarray<double>& r,
 // baseline as from the gold (share >= 1: the two errors add in quadrature) and are not claimed.
 constexpr double kTf32MaxResidualShare = 0.85;
 
+std::string fixed_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", x);
+  return buf;
+}
+
 std::string percent_text(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.0f%%", 100.0 * x);
@@ -206,9 +212,9 @@ bool tf32_fits(const Inputs& in, const Precision& precision,
   }
   finding.explanation =
       "the products' inputs were rounded to TF32: the candidate agrees with TF32 attention to " +
-      ratio_text(worst_ratio) + "x the TF32 baseline's error (" + worst + "); TF32 rounding "
-      "explains " + percent_text(1.0 - worst_share * worst_share) +
-      " of its squared error, and it passes under --allow-tf32; rerun with --allow-tf32 if TF32 was intended, else set "
+      fixed_text(worst_ratio) + "x the TF32 baseline's error (" + worst + "); TF32 rounding "
+      "explains at least " + percent_text(1.0 - worst_share * worst_share) +
+      " of each tensor's squared error, and it passes under --allow-tf32; rerun with --allow-tf32 if TF32 was intended, else set "
       "the dot's input precision to IEEE (Triton: tl.dot(..., input_precision=\"ieee\"))";
   return true;
 }
