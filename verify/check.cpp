@@ -46,13 +46,16 @@ struct Inputs {
   const ProblemData& data;
   const TensorSet& candidate;
   const TensorSet& gold;
-  const ScoreNoise& noise;
+  const ScoreNoise& noise;       // float32 products
+  const ScoreNoise* noise_tf32;  // TF32 products; computed when first needed
   std::int64_t tile_q, tile_k;
   bool backward;
 };
 
 Judgement judge_in(const Inputs& in, const Precision& precision) {
   const Problem& p = in.data.problem;
+  const ScoreNoise& noise =
+      precision.allow_tf32 && in.noise_tf32 != nullptr ? *in.noise_tf32 : in.noise;
   RunOptions run;
   run.backward = in.backward;
   run.exec.allow_tf32 = precision.allow_tf32;
@@ -62,7 +65,7 @@ Judgement judge_in(const Inputs& in, const Precision& precision) {
   Judgement j;
   j.baseline_forward[TensorId::O] = baseline.values.at(TensorId::O);
   j.baseline_forward[TensorId::L] = baseline.values.at(TensorId::L);
-  j.tensors = judge(p, kForwardTensors, in.candidate, baseline.values, in.gold, in.noise,
+  j.tensors = judge(p, kForwardTensors, in.candidate, baseline.values, in.gold, noise,
                     in.tile_q, in.tile_k, precision.lse_dtype);
   j.baseline = j.baseline_forward;
   if (in.backward) {
@@ -78,7 +81,7 @@ Judgement judge_in(const Inputs& in, const Precision& precision) {
       given = run_backward_from(*reference, in.data, run, o, lse);
     }
     const TensorSet& against = given ? given->values : baseline.values;
-    for (TensorReport& t : judge(p, kBackwardTensors, in.candidate, against, in.gold, in.noise,
+    for (TensorReport& t : judge(p, kBackwardTensors, in.candidate, against, in.gold, noise,
                                  in.tile_q, in.tile_k, precision.lse_dtype)) {
       j.baseline[t.tensor] = against.at(t.tensor);
       j.tensors.push_back(std::move(t));
@@ -236,7 +239,15 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
 
   const TensorSet gold = compute_gold(data, backward);
   const ScoreNoise noise = score_rounding_noise(data, backward);
-  const Inputs in{data, candidate, gold, noise, tile_q, tile_k, backward};
+  // TF32's extra noise term (float32 inputs only): when TF32 is asked for, or tried below.
+  std::optional<ScoreNoise> noise_tf32;
+  const auto tf32_noise = [&]() -> const ScoreNoise* {
+    if (p.dtype != DType::f32) return nullptr;
+    if (!noise_tf32) noise_tf32 = score_rounding_noise(data, backward, true);
+    return &*noise_tf32;
+  };
+  Inputs in{data, candidate, gold, noise, nullptr, tile_q, tile_k, backward};
+  if (precision.allow_tf32) in.noise_tf32 = tf32_noise();
   Judgement j = judge_in(in, precision);
 
   CheckResult result;
@@ -266,6 +277,7 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
                        [](const TensorReport& t) { return !t.rule.pass; });
   };
   diagnosis::Finding tf32;
+  if (any_failed() && !precision.allow_tf32) in.noise_tf32 = tf32_noise();
   if (any_failed() && tf32_fits(in, fitted, unexplained, tf32)) {
     mark_explained(tf32.tensors);
     result.diagnosis.findings.push_back(std::move(tf32));

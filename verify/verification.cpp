@@ -146,7 +146,7 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
 
   const ProblemData data = make_problem_data(c.problem, input_options(c));
   const TensorSet gold = compute_gold(data, c.backward);
-  const ScoreNoise noise = score_rounding_noise(data, c.backward);
+  const ScoreNoise noise = score_rounding_noise(data, c.backward, c.allow_tf32);
   RunOptions run;
   run.exec = exec_options(c);
   run.layout = c.layout;
