@@ -65,8 +65,8 @@ Judgement judge_in(const Inputs& in, const Precision& precision) {
   Judgement j;
   j.baseline_forward[TensorId::O] = baseline.values.at(TensorId::O);
   j.baseline_forward[TensorId::L] = baseline.values.at(TensorId::L);
-  j.tensors = judge(p, kForwardTensors, in.candidate, baseline.values, in.gold, noise,
-                    in.tile_q, in.tile_k, precision.lse_dtype);
+  j.tensors = judge(p, kForwardTensors, in.candidate, baseline.values, in.gold, noise, in.tile_q,
+                    in.tile_k, precision.lse_dtype);
   j.baseline = j.baseline_forward;
   if (in.backward) {
     // Gradients are judged given the O and L the candidate's backward received.
@@ -175,8 +175,8 @@ std::optional<DType> lse_dtype_that_fits(const Inputs& in, const Precision& prec
 
 // tf32_matmul: a float32 candidate judged without --allow-tf32 that passes against the TF32
 // baseline (every failed tensor, in the precision found so far).
-bool tf32_fits(const Inputs& in, const Precision& precision,
-               const std::vector<TensorReport>& exact, diagnosis::Finding& finding) {
+bool tf32_fits(const Inputs& in, const Precision& precision, const std::vector<TensorReport>& exact,
+               diagnosis::Finding& finding) {
   const Problem& p = in.data.problem;
   if (p.dtype != DType::f32 || precision.allow_tf32) return false;
   Precision tf32 = precision;
@@ -185,8 +185,8 @@ bool tf32_fits(const Inputs& in, const Precision& precision,
   if (!j.passed()) return false;
   for (const TensorReport& t : exact) {
     if (t.rule.pass) continue;
-    const double share = residual_share(in.candidate.at(t.tensor), j.baseline.at(t.tensor),
-                                        in.gold.at(t.tensor));
+    const double share =
+        residual_share(in.candidate.at(t.tensor), j.baseline.at(t.tensor), in.gold.at(t.tensor));
     if (share > kTf32MaxResidualShare) return false;
   }
   finding.code = "tf32_matmul";
@@ -215,9 +215,12 @@ bool tf32_fits(const Inputs& in, const Precision& precision,
   }
   finding.explanation =
       "the products' inputs were rounded to TF32: the candidate agrees with TF32 attention to " +
-      fixed_text(worst_ratio) + "x the TF32 baseline's error (" + worst + "); TF32 rounding "
-      "explains at least " + percent_text(1.0 - worst_share * worst_share) +
-      " of each tensor's squared error, and it passes under --allow-tf32; rerun with --allow-tf32 if TF32 was intended, else set "
+      fixed_text(worst_ratio) + "x the TF32 baseline's error (" + worst +
+      "); TF32 rounding "
+      "explains at least " +
+      percent_text(1.0 - worst_share * worst_share) +
+      " of each tensor's squared error, and it passes under --allow-tf32; rerun with --allow-tf32 "
+      "if TF32 was intended, else set "
       "the dot's input precision to IEEE (Triton: tl.dot(..., input_precision=\"ieee\"))";
   return true;
 }
@@ -225,8 +228,7 @@ bool tf32_fits(const Inputs& in, const Precision& precision,
 }  // namespace
 
 CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
-                            std::int64_t tile_q, std::int64_t tile_k,
-                            const Precision& precision) {
+                            std::int64_t tile_q, std::int64_t tile_k, const Precision& precision) {
   const Problem& p = data.problem;
   validate(p);
   const bool backward =

@@ -21,10 +21,10 @@ bool tf32_applies(const Precision& pr, const Problem& p) {
 }  // namespace
 
 std::string describe(const Precision& pr, const Problem& p) {
-  std::string products = tf32_applies(pr, p) ? "TF32 (--allow-tf32)"
-                                             : std::string(dtype_name(p.dtype)) + " inputs";
-  return "products " + products + ", L " + std::string(dtype_name(pr.lse_dtype)) +
-         ", gradients " + std::string(dtype_name(p.grad_dtype));
+  std::string products =
+      tf32_applies(pr, p) ? "TF32 (--allow-tf32)" : std::string(dtype_name(p.dtype)) + " inputs";
+  return "products " + products + ", L " + std::string(dtype_name(pr.lse_dtype)) + ", gradients " +
+         std::string(dtype_name(p.grad_dtype));
 }
 
 nlohmann::json to_json(const Precision& pr, const Problem& p) {

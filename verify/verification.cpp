@@ -88,9 +88,8 @@ std::vector<TensorReport> judge(const Problem& p, std::span<const TensorId> ids,
   for (TensorId id : ids) {
     if (!candidate.has(id)) continue;
     const std::int64_t tile = seq_axis(id) == SeqAxis::query ? tile_q : tile_k;
-    out.push_back(
-        judge(id, p, candidate.at(id), baseline.at(id), gold.at(id), noise.max_sigma(id), tile,
-              lse_dtype));
+    out.push_back(judge(id, p, candidate.at(id), baseline.at(id), gold.at(id), noise.max_sigma(id),
+                        tile, lse_dtype));
   }
   return out;
 }
@@ -187,10 +186,9 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
         if (choice.inputs == BackwardInputs::candidate && own) {
           given = run_backward_from(*reference, data, run, own->o, own->lse);
         }
-        for (TensorReport& t :
-             judge(c.problem, kBackwardTensors, candidate.values,
-                   given ? given->values : baseline.values, gold, noise, tile_q, tile_k,
-                   c.lse_dtype)) {
+        for (TensorReport& t : judge(c.problem, kBackwardTensors, candidate.values,
+                                     given ? given->values : baseline.values, gold, noise, tile_q,
+                                     tile_k, c.lse_dtype)) {
           b.tensors.push_back(std::move(t));
         }
       }

@@ -50,8 +50,8 @@ TEST(CliPrecision, BadLseDtypeIsAnExit2ErrorNamingTheOption) {
   for (const std::string& args :
        {check + " --lse-dtype f64", std::string("verify --forward-only --lse-dtype int8"),
         std::string("fuzz --cases 1 --lse-dtype bfloat17"),
-        "run --q " + dir.file("q.npy") + " --k " + dir.file("k.npy") + " --v " +
-            dir.file("v.npy") + " --out " + dir.file("out") + " --lse-dtype x"}) {
+        "run --q " + dir.file("q.npy") + " --k " + dir.file("k.npy") + " --v " + dir.file("v.npy") +
+            " --out " + dir.file("out") + " --lse-dtype x"}) {
     const CliRun r = run_cli(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
     EXPECT_TRUE(contains(r.err, "--lse-dtype")) << args << "\n" << r.err;
@@ -139,24 +139,26 @@ TEST(CliPrecision, VerifyRunAndFuzzShowThePrecision) {
   EXPECT_EQ(j.at("precision").at("lse_dtype"), "bf16");
   EXPECT_EQ(j.at("case").at("lse_dtype"), "bf16");
   EXPECT_TRUE(contains(j.at("command").get<std::string>(), "--lse-dtype bf16"));
-  const CliRun text = run_cli("verify --backends cpu --shape 1,1,20,20,8 --dtype f32 "
-                              "--forward-only --allow-tf32");
+  const CliRun text = run_cli(
+      "verify --backends cpu --shape 1,1,20,20,8 --dtype f32 "
+      "--forward-only --allow-tf32");
   EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
   EXPECT_TRUE(contains(text.out, "precision: products TF32 (--allow-tf32), L f32")) << text.out;
 
   ScratchDir dir;
   const Problem p = make_problem(1, 1, 1, 20, 20, 8, Mask::none, DType::f32);
   dump(dir, p, {});
-  const CliRun run = run_cli("run --q " + dir.file("q.npy") + " --k " + dir.file("k.npy") +
-                             " --v " + dir.file("v.npy") + " --out " + dir.file("out") +
-                             " --lse-dtype f16 --json");
+  const CliRun run =
+      run_cli("run --q " + dir.file("q.npy") + " --k " + dir.file("k.npy") + " --v " +
+              dir.file("v.npy") + " --out " + dir.file("out") + " --lse-dtype f16 --json");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_EQ(nlohmann::json::parse(run.out).at("precision").at("lse_dtype"), "f16");
   const NpyArray lse = read_npy(dir.file("out/lse.npy"));
   for (float x : lse.values) EXPECT_EQ(round_to(DType::f16, x), x);
 
-  const CliRun fuzz = run_cli("fuzz --cases 3 --max-seq 24 --forward-only --lse-dtype bf16 "
-                              "--allow-tf32 --json");
+  const CliRun fuzz = run_cli(
+      "fuzz --cases 3 --max-seq 24 --forward-only --lse-dtype bf16 "
+      "--allow-tf32 --json");
   EXPECT_EQ(fuzz.exit_code, 0) << fuzz.out << fuzz.err;
   const nlohmann::json f = nlohmann::json::parse(fuzz.out);
   EXPECT_EQ(f.at("precision").at("lse_dtype"), "bf16");

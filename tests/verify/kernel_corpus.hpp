@@ -23,9 +23,9 @@ enum class MaskedRows : std::uint8_t {
 };
 
 struct Kernel {
-  std::int64_t tile_k = 32;       // B_k of the key loop
-  bool tf32 = false;              // tl.dot on float32 without input_precision="ieee"
-  DType lse_dtype = DType::f32;   // L stored in this dtype
+  std::int64_t tile_k = 32;        // B_k of the key loop
+  bool tf32 = false;               // tl.dot on float32 without input_precision="ieee"
+  DType lse_dtype = DType::f32;    // L stored in this dtype
   bool pad_keys_unmasked = false;  // last key tile loaded with zeros and never masked
   MaskedRows masked_rows = MaskedRows::zero;
   std::int64_t tail_garbage_tile = 0;  // B_q: the last partial query tile holds junk
@@ -61,10 +61,9 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
     }
     return true;
   };
-  const std::int64_t tail_begin =
-      k.tail_garbage_tile > 0 && p.S_q % k.tail_garbage_tile != 0
-          ? p.S_q / k.tail_garbage_tile * k.tail_garbage_tile
-          : p.S_q;
+  const std::int64_t tail_begin = k.tail_garbage_tile > 0 && p.S_q % k.tail_garbage_tile != 0
+                                      ? p.S_q / k.tail_garbage_tile * k.tail_garbage_tile
+                                      : p.S_q;
   std::vector<float> s(n(keys)), acc(n(p.d));
   for (std::int64_t b = 0; b < p.B; ++b)
     for (std::int64_t h = 0; h < p.H; ++h) {
@@ -72,11 +71,10 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
       for (std::int64_t i = 0; i < p.S_q; ++i) {
         if (i >= tail_begin) {
           for (std::int64_t c = 0; c < p.d; ++c)
-            O(b, h, i, c) = k.tail_unwritten_tile
-                                ? std::numeric_limits<double>::quiet_NaN()
-                                : junk(n(((b * p.H + h) * p.S_q + i) * p.d + c));
-          L(b, h, i) = k.tail_unwritten_tile ? std::numeric_limits<double>::quiet_NaN()
-                                             : junk(n(i)) + 10.0;
+            O(b, h, i, c) = k.tail_unwritten_tile ? std::numeric_limits<double>::quiet_NaN()
+                                                  : junk(n(((b * p.H + h) * p.S_q + i) * p.d + c));
+          L(b, h, i) =
+              k.tail_unwritten_tile ? std::numeric_limits<double>::quiet_NaN() : junk(n(i)) + 10.0;
           continue;
         }
         // Online softmax over key tiles: m, l, acc in float32 (Algorithm 1).
@@ -122,9 +120,8 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
                             : k.masked_rows == MaskedRows::mean_of_v ? static_cast<float>(mean)
                                                                      : junk(n(i * p.d + c));
           }
-          L(b, h, i) = k.masked_rows == MaskedRows::zero
-                           ? -std::numeric_limits<double>::infinity()
-                           : std::log(static_cast<double>(p.S_k));
+          L(b, h, i) = k.masked_rows == MaskedRows::zero ? -std::numeric_limits<double>::infinity()
+                                                         : std::log(static_cast<double>(p.S_k));
           continue;
         }
         for (std::int64_t c = 0; c < p.d; ++c) {

@@ -260,7 +260,8 @@ TEST(KernelCorpus, NoFindingGivesALead) {
   // Rows of one tile: the lead names the tile.
   TensorSet tile = right;
   for (std::int64_t i = 16; i < 40; ++i)
-    for (std::size_t c = 0; c < 16; ++c) tile[TensorId::O](0, 0, static_cast<std::size_t>(i), c) += 0.3;
+    for (std::size_t c = 0; c < 16; ++c)
+      tile[TensorId::O](0, 0, static_cast<std::size_t>(i), c) += 0.3;
   const CheckResult t = check_candidate(data, tile, 64, 64);
   ASSERT_EQ(t.diagnosis.lead.size(), 1u) << report(t);
   EXPECT_EQ(t.diagnosis.lead[0].detail.at("pattern"), "rows");

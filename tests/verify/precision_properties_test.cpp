@@ -39,8 +39,7 @@ RC_GTEST_PROP(PrecisionModes, CorrectTf32KernelPassesUnderAllowTf32, ()) {
   k.tile_k = *rc::gen::element<std::int64_t>(16, 32, 64);
   const CheckResult r =
       check_candidate(data, corpus::run_kernel(data, k), 64, 64, {.allow_tf32 = true});
-  if (!r.passed() || !r.diagnosis.findings.empty())
-    RC_FAIL(describe(c) + "\n" + findings_text(r));
+  if (!r.passed() || !r.diagnosis.findings.empty()) RC_FAIL(describe(c) + "\n" + findings_text(r));
 }
 
 RC_GTEST_PROP(PrecisionModes, CorrectLowPrecisionLsePassesUnderLseDtype, ()) {

@@ -138,7 +138,8 @@ int run_check(const CheckSettings& s) {
   }
   auto [tile_q, tile_k] = s.inputs.tiles();
   if (tile_q == 0) tile_q = tile_k = kReportTile;
-  const verify::CheckResult result = verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
+  const verify::CheckResult result =
+      verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
   if (s.json) {
     std::cout << check_json(p, result).dump(2) << "\n";
   } else {

@@ -72,12 +72,13 @@ int run_run(const RunSettings& s) {
     written.push_back(path);
   }
   if (s.json) {
-    nlohmann::json j = {{"command", "run"},
-                        {"backend", s.backend},
-                        {"problem", verify::to_json(p)},
-                        {"course_layout", input.course_layout},
-                        {"precision", verify::to_json(verify::Precision{s.allow_tf32, lse_dtype}, p)},
-                        {"outputs", written}};
+    nlohmann::json j = {
+        {"command", "run"},
+        {"backend", s.backend},
+        {"problem", verify::to_json(p)},
+        {"course_layout", input.course_layout},
+        {"precision", verify::to_json(verify::Precision{s.allow_tf32, lse_dtype}, p)},
+        {"outputs", written}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << "problem: " << describe(p) << "\nbackend: " << s.backend

@@ -116,7 +116,8 @@ std::optional<Finding> tail_rows(TensorId id, const xt::xarray<double>& candidat
           const double slack = 1e-3 * std::max(std::fabs(lo), std::fabs(hi));
           for (std::int64_t s = best_begin; s < S; ++s) {
             const double x = candidate(b, h, static_cast<std::size_t>(s), c);
-            if (!std::isfinite(x) || !element_wrong(x, gold(b, h, static_cast<std::size_t>(s), c), limit))
+            if (!std::isfinite(x) ||
+                !element_wrong(x, gold(b, h, static_cast<std::size_t>(s), c), limit))
               continue;
             if (x < lo - slack || x > hi + slack) ++junk;
           }
@@ -138,12 +139,9 @@ std::optional<Finding> tail_rows(TensorId id, const xt::xarray<double>& candidat
       (garbage ? "they hold junk (values outside any attention of V), as reads past the end "
                  "without bounds checks give: mask the loads and stores of the last tile"
                : "check the loop bounds and the row mask of the last tile");
-  f.detail = {{"tile_sizes", sizes},
-              {"axis", query ? "query" : "key"},
-              {"rows_begin", best_begin},
-              {"rows_end", S},
-              {"wrong_rows", count},
-              {"junk_elements", junk}};
+  f.detail = {{"tile_sizes", sizes},      {"axis", query ? "query" : "key"},
+              {"rows_begin", best_begin}, {"rows_end", S},
+              {"wrong_rows", count},      {"junk_elements", junk}};
   return f;
 }
 
@@ -207,10 +205,10 @@ std::optional<Finding> masked_rows_not_zero(const ProblemData& data, const Tenso
   std::string what;
   if (o_rows > 0) {
     what = std::to_string(o_rows) + " row(s) of O";
-    what += mean_rows == o_rows  ? " hold the mean of V (uniform attention over every key)"
-            : mean_rows > 0      ? " hold the mean of V (" + std::to_string(mean_rows) +
-                                       " of them) or other finite junk"
-                                 : " hold finite junk (neither 0 nor the mean of V)";
+    what += mean_rows == o_rows ? " hold the mean of V (uniform attention over every key)"
+            : mean_rows > 0     ? " hold the mean of V (" + std::to_string(mean_rows) +
+                                  " of them) or other finite junk"
+                            : " hold finite junk (neither 0 nor the mean of V)";
   }
   if (l_rows > 0) {
     what += std::string(what.empty() ? "" : "; ") + std::to_string(l_rows) +
@@ -257,12 +255,14 @@ std::optional<Finding> max_init_zero(const Context& ctx, TensorId id, double lim
   f.code = "max_init_zero";
   f.tensors = {id};
   f.explanation =
-      "errors appear only in the " + std::to_string(wrong_low) + " row(s) whose scores are all "
-      "below " + format_number(kUnderflow) + " (of " + std::to_string(low_rows) +
+      "errors appear only in the " + std::to_string(wrong_low) +
+      " row(s) whose scores are all "
+      "below " +
+      format_number(kUnderflow) + " (of " + std::to_string(low_rows) +
       " such rows), where exp(S - 0) underflows in float32: the running max m starts at 0 "
       "instead of -inf (Algorithm 1 line 2: m = -inf)";
-  f.detail = {{"wrong_rows", wrong_low}, {"rows_all_scores_below", kUnderflow},
-              {"rows_below", low_rows}};
+  f.detail = {
+      {"wrong_rows", wrong_low}, {"rows_all_scores_below", kUnderflow}, {"rows_below", low_rows}};
   return f;
 }
 
@@ -281,8 +281,10 @@ Lead locate_errors(TensorId id, const Problem& p, const xt::xarray<double>& cand
     ++per_col[n % cols];
   }
   const auto total = static_cast<std::int64_t>(candidate.size());
-  const auto rows_wrong = std::count_if(per_row.begin(), per_row.end(), [](auto c) { return c > 0; });
-  const auto cols_wrong = std::count_if(per_col.begin(), per_col.end(), [](auto c) { return c > 0; });
+  const auto rows_wrong =
+      std::count_if(per_row.begin(), per_row.end(), [](auto c) { return c > 0; });
+  const auto cols_wrong =
+      std::count_if(per_col.begin(), per_col.end(), [](auto c) { return c > 0; });
   const bool query = seq_axis(id) == SeqAxis::query;
   const std::string axis = query ? "query" : "key";
   Lead lead;
@@ -328,8 +330,7 @@ Lead locate_errors(TensorId id, const Problem& p, const xt::xarray<double>& cand
         where += " (only the first tile)";
     }
     if (cols > 1 && cols_wrong < static_cast<std::int64_t>(cols))
-      where += "; only " + std::to_string(cols_wrong) + " of " + std::to_string(cols) +
-               " columns";
+      where += "; only " + std::to_string(cols_wrong) + " of " + std::to_string(cols) + " columns";
   }
   if (nonfinite > 0) where += "; " + std::to_string(nonfinite) + " of them NaN or infinite";
   if (query && p.is_causal() && pattern == "rows") {
@@ -343,10 +344,18 @@ Lead locate_errors(TensorId id, const Problem& p, const xt::xarray<double>& cand
     if (near_diag == rows_wrong) where += "; all in rows that see fewer than one tile of keys";
   }
   lead.summary = where;
-  lead.detail = {{"pattern", pattern},     {"wrong_elements", wrong}, {"elements", total},
-                 {"wrong_rows", rows_wrong}, {"rows", S},            {"wrong_columns", cols_wrong},
-                 {"nonfinite", nonfinite},  {"axis", axis},          {"tile", tile},
-                 {"first_wrong_row", first}, {"last_wrong_row", last}, {"tiles_with_errors", tiles}};
+  lead.detail = {{"pattern", pattern},
+                 {"wrong_elements", wrong},
+                 {"elements", total},
+                 {"wrong_rows", rows_wrong},
+                 {"rows", S},
+                 {"wrong_columns", cols_wrong},
+                 {"nonfinite", nonfinite},
+                 {"axis", axis},
+                 {"tile", tile},
+                 {"first_wrong_row", first},
+                 {"last_wrong_row", last},
+                 {"tiles_with_errors", tiles}};
   return lead;
 }
 

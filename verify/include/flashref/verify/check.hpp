@@ -31,9 +31,9 @@ struct CheckResult {
 // precision findings come first: `lse_low_precision` when L passes as stored in bf16 or f16
 // (and every value of it is one of that dtype's), `tf32_matmul` when a float32 candidate
 // judged without --allow-tf32 passes against the TF32 baseline; the diagnosis
-// (diagnosis/diagnose.hpp) then looks at the tensors these do not explain. Worst indices are placed in tiles of tile_q query rows and
-// tile_k key rows. Gradients need data.dO. Throws InvalidArgument for a candidate tensor of the
-// wrong shape (field "candidate O", ...).
+// (diagnosis/diagnose.hpp) then looks at the tensors these do not explain. Worst indices are placed
+// in tiles of tile_q query rows and tile_k key rows. Gradients need data.dO. Throws InvalidArgument
+// for a candidate tensor of the wrong shape (field "candidate O", ...).
 CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
                             std::int64_t tile_q, std::int64_t tile_k,
                             const Precision& precision = {});

@@ -33,12 +33,26 @@ namespace flashref::verify::diagnosis {
 // The stable codes, in the order hypotheses are preferred when two fit equally well.
 // tf32_matmul and lse_low_precision come from check_candidate (check.hpp), which judges the
 // candidate again in the precision they name; the others from diagnose().
-inline constexpr std::string_view kDiagnosisCodes[] = {
-    "lse_low_precision",    "tf32_matmul",   "no_scale",       "mask_ignored",
-    "mask_unexpected",      "mask_alignment", "key_padding_unmasked", "lse_base2",
-    "lse_unshifted",        "unnormalized",  "dq_scale",       "dk_scale",
-    "d_vector",             "gqa_reduction", "diagonal_tiles", "max_init_zero",
-    "nan_masked_rows",      "masked_rows_not_zero", "tail_rows", "tail_garbage"};
+inline constexpr std::string_view kDiagnosisCodes[] = {"lse_low_precision",
+                                                       "tf32_matmul",
+                                                       "no_scale",
+                                                       "mask_ignored",
+                                                       "mask_unexpected",
+                                                       "mask_alignment",
+                                                       "key_padding_unmasked",
+                                                       "lse_base2",
+                                                       "lse_unshifted",
+                                                       "unnormalized",
+                                                       "dq_scale",
+                                                       "dk_scale",
+                                                       "d_vector",
+                                                       "gqa_reduction",
+                                                       "diagonal_tiles",
+                                                       "max_init_zero",
+                                                       "nan_masked_rows",
+                                                       "masked_rows_not_zero",
+                                                       "tail_rows",
+                                                       "tail_garbage"};
 
 struct Finding {
   std::string code;               // one of kDiagnosisCodes
@@ -51,7 +65,7 @@ struct Finding {
 // when nothing fits (elements further from the gold than the rule's limit).
 struct Lead {
   TensorId tensor = TensorId::O;
-  std::string summary;   // one line: "uniform: 97% of elements wrong, ..." / "a few elements"
+  std::string summary;    // one line: "uniform: 97% of elements wrong, ..." / "a few elements"
   nlohmann::json detail;  // the counts behind it
 };
 
