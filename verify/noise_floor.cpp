@@ -53,7 +53,8 @@ struct RowScores {
 //
 // `operand_u` > 0 (TF32 products: 2^-11) adds the rounding of P~ as the P~V product's operand:
 // each kernel rounds it in its own way (before or after the division by l), so P_j moves by
-// an independent P_j theta_j with |theta_j| <= u, and O by sum_j P_j theta_j V_jc.
+// an independent P_j theta_j, theta_j uniform in [-u, u] (standard deviation u / sqrt(3)), and
+// O by sum_j P_j theta_j V_jc. A row that sees one key has P_0 = 1, exact in every kernel.
 void forward_row(const RowScores& r, const double* V, std::int64_t last, std::int64_t d, double* O,
                  double* var_O, double* var_L, double operand_u) {
   std::fill(O, O + d, 0.0);
@@ -68,7 +69,8 @@ void forward_row(const RowScores& r, const double* V, std::int64_t last, std::in
     const double w = r.P[size(j)] * r.eps[size(j)];
     for (std::int64_t c = 0; c < d; ++c) {
       const double t = w * (V[j * d + c] - O[c]);
-      const double operand = operand_u * r.P[size(j)] * V[j * d + c];
+      const double operand =
+          last > 0 ? operand_u / std::sqrt(3.0) * r.P[size(j)] * V[j * d + c] : 0.0;
       var_O[c] += t * t + operand * operand;
     }
   }

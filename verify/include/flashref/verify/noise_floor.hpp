@@ -58,7 +58,8 @@ struct ScoreNoise {
 // sigma 0: its outputs are fixed (O = 0, L = -inf, zero gradients) whatever the scores.
 // `allow_tf32` (float32 inputs only) adds to sigma_O the TF32 rounding of P~ as the P~V
 // product's operand, which each TF32 kernel does its own way (before or after dividing by l):
-// sigma_O(i,c)^2 += sum_j (u_tf32 P_ij V_jc)^2 (docs/verification.md, "Precision modes"). The
+// sigma_O(i,c)^2 += sum_j (u_tf32 / sqrt(3) P_ij V_jc)^2 over rows that see two keys or more
+// (docs/verification.md, "Precision modes"). The
 // rounding of Q, K, V to TF32 is deterministic, the same in every kernel, and is not noise.
 // Only the forward is extended: the gradients' TF32 operand roundings (dO, dS, P) are not
 // modelled.
