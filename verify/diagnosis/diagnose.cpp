@@ -271,7 +271,21 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
     f.detail["fit"][std::string(tensor_name(c.id))] = {{"rel_l2_to_hypothesis", fit->to_hypothesis},
                                                        {"rel_l2_to_correct", fit->to_gold}};
   }
-  for (auto& [code, finding] : by_code) result.findings.push_back(std::move(finding));
+  for (auto& [code, finding] : by_code) {
+    if (code == "key_padding_unmasked") {
+      // The evidence in words: how much closer the candidate is to the padded-key attention.
+      double to_hypothesis = 0.0, to_gold = std::numeric_limits<double>::infinity();
+      for (const auto& [tensor, fit] : finding.detail["fit"].items()) {
+        to_hypothesis = std::max(to_hypothesis, fit["rel_l2_to_hypothesis"].get<double>());
+        to_gold = std::min(to_gold, fit["rel_l2_to_correct"].get<double>());
+      }
+      std::ostringstream e;
+      e << std::setprecision(2) << " (it matches that attention to relative L2 " << to_hypothesis
+        << ", against " << to_gold << " from the right answer)";
+      finding.explanation += e.str();
+    }
+    result.findings.push_back(std::move(finding));
+  }
 
   std::vector<TensorId> located;
   if (std::optional<Finding> f = nan_masked_rows(candidate, gold)) {
