@@ -50,8 +50,13 @@ struct RowScores {
 // The forward of one row: O_i = sum_j P_j V_j into `O`, and the squared sigmas of O_i and L_i.
 // A score error delta_j moves L by sum_j P_j delta_j and P_j by P_j (delta_j - dL), so
 // dO_c = sum_j P_j delta_j (V_jc - O_c).
+//
+// `operand_u` > 0 (TF32 products: 2^-11) adds the rounding of P~ as the P~V product's operand:
+// each kernel rounds it in its own way (before or after the division by l), so P_j moves by
+// an independent P_j theta_j, theta_j uniform in [-u, u] (standard deviation u / sqrt(3)), and
+// O by sum_j P_j theta_j V_jc. A row that sees one key has P_0 = 1, exact in every kernel.
 void forward_row(const RowScores& r, const double* V, std::int64_t last, std::int64_t d, double* O,
-                 double* var_O, double* var_L) {
+                 double* var_O, double* var_L, double operand_u) {
   std::fill(O, O + d, 0.0);
   std::fill(var_O, var_O + d, 0.0);
   double vL = 0.0;
@@ -64,7 +69,9 @@ void forward_row(const RowScores& r, const double* V, std::int64_t last, std::in
     const double w = r.P[size(j)] * r.eps[size(j)];
     for (std::int64_t c = 0; c < d; ++c) {
       const double t = w * (V[j * d + c] - O[c]);
-      var_O[c] += t * t;
+      const double operand =
+          last > 0 ? operand_u / std::sqrt(3.0) * r.P[size(j)] * V[j * d + c] : 0.0;
+      var_O[c] += t * t + operand * operand;
     }
   }
   *var_L = vL;
@@ -127,7 +134,7 @@ double sqrt_in_place_and_max(double* v, std::size_t n) {
 
 }  // namespace
 
-ScoreNoise score_rounding_noise(const ProblemData& data, bool backward) {
+ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool allow_tf32) {
   const Problem& p = data.problem;
   if (backward && data.dO.empty()) {
     throw InvalidArgument("dO", "the gradients' noise needs dO, the gradient of the output");
@@ -148,6 +155,8 @@ ScoreNoise score_rounding_noise(const ProblemData& data, bool backward) {
     n.dV = xt::zeros<double>(kv_shape);
   }
   const std::int64_t d = p.d;
+  // TF32 products (float32 inputs only): P~ is rounded to 10 mantissa bits before P~V.
+  const double operand_u = allow_tf32 && p.dtype == DType::f32 ? kTf32UnitRoundoff : 0.0;
 
   // One task per (batch, kv head): it owns that head's dK and dV variances and adds its group's
   // query heads into them, without atomics.
@@ -168,7 +177,8 @@ ScoreNoise score_rounding_noise(const ProblemData& data, bool backward) {
           const std::size_t hs = size(h), is = size(i);
           const double* Q_i = &Q(bs, hs, is, 0);
           row.compute(Q_i, K_j, last, d, p.scale);
-          forward_row(row, V_j, last, d, O.data(), &n.O(bs, hs, is, 0), &n.L(bs, hs, is));
+          forward_row(row, V_j, last, d, O.data(), &n.O(bs, hs, is, 0), &n.L(bs, hs, is),
+                      operand_u);
           if (backward) {
             backward_row(row, O.data(), &dO(bs, hs, is, 0), Q_i, K_j, V_j, last, d, p.scale, w2,
                          &n.dQ(bs, hs, is, 0), &n.dK(bs, kvs, 0, 0), &n.dV(bs, kvs, 0, 0));

@@ -81,6 +81,7 @@ std::string format_table(const VerifyReport& report) {
   o << "problem: " << describe(c.problem) << "\n";
   o << "run:     " << describe_settings(c) << "; worst indices placed in " << report_tile_q(c)
     << " x " << report_tile_k(c) << " (B_q x B_k) tiles\n";
+  o << "precision: " << describe(precision(c), c.problem) << "\n";
   o << "rule:    " << rule_text() << "\n\n";
   const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 11, 11, 7, 9};
   o << pad("tensor", w[0]) << pad("backend", w[1]) << pad("max abs err", w[2])
@@ -239,7 +240,9 @@ nlohmann::json to_json(const VerifyReport& report) {
             {"layout", std::string(layout_name(c.layout))},
             {"large", c.large},
             {"backward", c.backward},
-            {"allow_tf32", c.allow_tf32}}},
+            {"allow_tf32", c.allow_tf32},
+            {"lse_dtype", std::string(dtype_name(c.lse_dtype))}}},
+          {"precision", to_json(precision(c), c.problem)},
           {"rule",
            {{"text", rule_text()},
             {"k", rule_k_json()},

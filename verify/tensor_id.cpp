@@ -33,4 +33,8 @@ DType output_dtype(TensorId t, const Problem& p) {
   }
 }
 
+DType output_dtype(TensorId t, const Problem& p, DType lse_dtype) {
+  return t == TensorId::L ? lse_dtype : output_dtype(t, p);
+}
+
 }  // namespace flashref::verify

@@ -71,25 +71,25 @@ void require_tiles(const VerifyCase& c) {
 
 TensorReport judge(TensorId id, const Problem& p, const xt::xarray<double>& candidate,
                    const xt::xarray<double>& baseline, const xt::xarray<double>& gold,
-                   double noise_sigma, std::int64_t tile) {
+                   double noise_sigma, std::int64_t tile, DType lse_dtype) {
   TensorReport r;
   r.tensor = id;
   r.candidate = compute_stats(id, candidate, gold, tile);
   r.baseline = compute_stats(id, baseline, gold, tile);
-  r.rule = apply_rule(id, output_dtype(id, p), r.candidate, r.baseline, noise_sigma);
+  r.rule = apply_rule(id, output_dtype(id, p, lse_dtype), r.candidate, r.baseline, noise_sigma);
   return r;
 }
 
 std::vector<TensorReport> judge(const Problem& p, std::span<const TensorId> ids,
                                 const TensorSet& candidate, const TensorSet& baseline,
                                 const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
-                                std::int64_t tile_k) {
+                                std::int64_t tile_k, DType lse_dtype) {
   std::vector<TensorReport> out;
   for (TensorId id : ids) {
     if (!candidate.has(id)) continue;
     const std::int64_t tile = seq_axis(id) == SeqAxis::query ? tile_q : tile_k;
-    out.push_back(
-        judge(id, p, candidate.at(id), baseline.at(id), gold.at(id), noise.max_sigma(id), tile));
+    out.push_back(judge(id, p, candidate.at(id), baseline.at(id), gold.at(id), noise.max_sigma(id),
+                        tile, lse_dtype));
   }
   return out;
 }
@@ -145,7 +145,7 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
 
   const ProblemData data = make_problem_data(c.problem, input_options(c));
   const TensorSet gold = compute_gold(data, c.backward);
-  const ScoreNoise noise = score_rounding_noise(data, c.backward);
+  const ScoreNoise noise = score_rounding_noise(data, c.backward, c.allow_tf32);
   RunOptions run;
   run.exec = exec_options(c);
   run.layout = c.layout;
@@ -160,10 +160,21 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
     if (!b.available) continue;
     try {
       std::optional<RunOutputs> own;
-      if (b.backend != "reference") own = run_backend(*candidates[i], data, run);
+      if (c.lse_dtype != DType::f32) {
+        // The backend's L as a kernel storing it in lse_dtype would hold it, and its backward
+        // run from that L.
+        RunOptions forward_only = run;
+        forward_only.backward = false;
+        RunOutputs f = run_backend(*candidates[i], data, forward_only);
+        for (float& x : f.lse) x = round_to(c.lse_dtype, x);
+        f.values[TensorId::L] = xt::cast<double>(f.lse);
+        own = c.backward ? run_backward_from(*candidates[i], data, run, f.o, f.lse) : std::move(f);
+      } else if (b.backend != "reference") {
+        own = run_backend(*candidates[i], data, run);
+      }
       const RunOutputs& candidate = own ? *own : baseline;
       b.tensors = judge(c.problem, kForwardTensors, candidate.values, baseline.values, gold, noise,
-                        tile_q, tile_k);
+                        tile_q, tile_k, c.lse_dtype);
       if (c.backward) {
         // Gradients are judged given the O and L the candidate's backward received, when they
         // passed: the baseline backward runs from them. The reference candidate's O and L are
@@ -175,9 +186,9 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
         if (choice.inputs == BackwardInputs::candidate && own) {
           given = run_backward_from(*reference, data, run, own->o, own->lse);
         }
-        for (TensorReport& t :
-             judge(c.problem, kBackwardTensors, candidate.values,
-                   given ? given->values : baseline.values, gold, noise, tile_q, tile_k)) {
+        for (TensorReport& t : judge(c.problem, kBackwardTensors, candidate.values,
+                                     given ? given->values : baseline.values, gold, noise, tile_q,
+                                     tile_k, c.lse_dtype)) {
           b.tensors.push_back(std::move(t));
         }
       }

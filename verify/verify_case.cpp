@@ -23,6 +23,10 @@ ExecutionOptions exec_options(const VerifyCase& c) {
   return o;
 }
 
+Precision precision(const VerifyCase& c) {
+  return {c.allow_tf32, c.lse_dtype};
+}
+
 InputOptions input_options(const VerifyCase& c) {
   InputOptions o;
   o.seed = c.seed;
@@ -67,6 +71,7 @@ std::string reproduce_command(const VerifyCase& c, const std::vector<std::string
   if (!c.backward) o << " --forward-only";
   if (c.threads > 0) o << " --threads " << c.threads;
   if (c.allow_tf32) o << " --allow-tf32";
+  if (c.lse_dtype != DType::f32) o << " --lse-dtype " << dtype_name(c.lse_dtype);
   return o.str();
 }
 
@@ -86,6 +91,7 @@ std::string describe_settings(const VerifyCase& c) {
     << (c.backward ? "; forward and backward" : "; forward only");
   if (c.threads > 0) o << "; " << c.threads << " threads";
   if (c.allow_tf32) o << "; TF32 allowed";
+  if (c.lse_dtype != DType::f32) o << "; L stored as " << dtype_name(c.lse_dtype);
   return o.str();
 }
 

@@ -27,6 +27,8 @@ struct CheckSettings {
   NpyProblemOptions inputs;
   std::string o, lse, dq, dk, dv;
   std::string grad_dtype;
+  std::string lse_dtype = "f32";
+  bool allow_tf32 = false;
   bool json = false;
 };
 
@@ -45,6 +47,7 @@ std::string pad(std::string s, std::size_t width) {
 std::string format_check(const Problem& p, const verify::CheckResult& r) {
   std::ostringstream o;
   o << "problem: " << describe(p) << "\n";
+  o << "precision: " << verify::describe(r.precision, p) << "\n";
   o << "rule:    " << verify::rule_text() << "\n\n";
   o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("k", 3)
     << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("limit", 11)
@@ -84,6 +87,9 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
       }
       o << "  [" << f.code << "] (" << tensors << ") " << f.explanation << "\n";
     }
+    for (const verify::diagnosis::Lead& l : r.diagnosis.lead) {
+      o << "  lead (" << verify::tensor_name(l.tensor) << "): " << l.summary << "\n";
+    }
     if (!r.diagnosis.scope_note.empty()) o << "  (" << r.diagnosis.scope_note << ")\n";
   }
   o << "\nresult: " << (r.passed() ? "PASS" : "FAIL") << "\n";
@@ -98,11 +104,13 @@ nlohmann::json check_json(const Problem& p, const verify::CheckResult& r) {
       {"problem", verify::to_json(p)},
       {"dtype", std::string(dtype_name(p.dtype))},
       {"grad_dtype", std::string(dtype_name(p.grad_dtype))},
+      {"precision", verify::to_json(r.precision, p)},
       {"rule", verify::rule_text()},
       {"tensors", tensors},
       {"baseline_backward",
        verify::to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
       {"findings", verify::diagnosis::to_json(r.diagnosis)["findings"]},
+      {"lead", verify::diagnosis::to_json(r.diagnosis)["lead"]},
       {"passed", r.passed()}};
   if (!r.diagnosis.scope_note.empty()) j["diagnosis_scope"] = r.diagnosis.scope_note;
   return j;
@@ -117,6 +125,9 @@ int run_check(const CheckSettings& s) {
   NpyProblem input = load_npy_problem(s.inputs);
   Problem& p = input.data.problem;
   if (grad_dtype) p.grad_dtype = *grad_dtype;
+  verify::Precision precision;
+  precision.allow_tf32 = s.allow_tf32;
+  precision.lse_dtype = verify::parse_lse_dtype(s.lse_dtype);
 
   if (input.data.dO.empty() && (!s.dq.empty() || !s.dk.empty() || !s.dv.empty())) {
     throw InvalidArgument("--do", "checking --dq, --dk or --dv needs --do, the gradient of O");
@@ -137,7 +148,8 @@ int run_check(const CheckSettings& s) {
   if (tile_k == 0) tile_k = kReportTile;
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
   require_memory(s.inputs.q, p, judge_need(p, !input.data.dO.empty(), 0));
-  const verify::CheckResult result = verify::check_candidate(input.data, candidate, tile_q, tile_k);
+  const verify::CheckResult result =
+      verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
   if (s.json) {
     std::cout << check_json(p, result).dump(2) << "\n";
   } else {
@@ -167,6 +179,13 @@ Command add_check_command(CLI::App& app) {
   sub->add_option("--dv", settings->dv, "the candidate's dV (needs --do)");
   sub->add_option("--grad-dtype", settings->grad_dtype,
                   "precision the gradients were stored in (default: --dtype)");
+  sub->add_flag("--allow-tf32", settings->allow_tf32,
+                "the candidate's float32 products take TF32 inputs (Triton's tl.dot default): "
+                "judge it against the TF32 baseline");
+  sub->add_option("--lse-dtype", settings->lse_dtype,
+                  "precision the candidate stored L in: f32 (FlashAttention's), bf16 or f16; "
+                  "L's floor follows it")
+      ->capture_default_str();
   sub->add_flag("--json", settings->json, "print the report as JSON");
   return {sub, [settings] { return run_check(*settings); }};
 }

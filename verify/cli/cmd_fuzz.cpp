@@ -41,6 +41,7 @@ struct FuzzOptions {
   std::string dtypes;  // comma list
   std::string masks;   // comma list
   std::string plant_fault;
+  std::string lse_dtype = "f32";
   bool forward_only = false;
   bool json = false;
   CLI::Option* cases_opt = nullptr;
@@ -115,6 +116,7 @@ int run_fuzz_command(FuzzOptions& o) {
     require_memory("--max-seq", largest, judge_need(largest, !o.forward_only, 0));
   }
   s.bounds.backward = !o.forward_only;
+  s.precision.lse_dtype = verify::parse_lse_dtype(o.lse_dtype);
   // The CUDA kernels are compiled for head dims that are multiples of 8.
   if (s.backend == "cuda") s.bounds.d_multiple = 8;
   // The planted faults' names as given, for the report: `flashref verify` runs the backend
@@ -152,6 +154,8 @@ int run_fuzz_command(FuzzOptions& o) {
         {"command", "fuzz"}, {"backend", s.backend},         {"seed", s.seed},
         {"cases", p.cases},  {"unsupported", p.unsupported}, {"seconds", p.elapsed_s},
         {"passed", r.passed}, {"interrupted", r.interrupted}};
+    j["precision"] = {{"allow_tf32", s.precision.allow_tf32},
+                      {"lse_dtype", std::string(dtype_name(s.precision.lse_dtype))}};
     if (r.minimal) {
       j["failure"] = {{"case", case_json(*r.minimal)},
                       {"reason", r.failure},
@@ -224,6 +228,11 @@ Command add_fuzz_command(CLI::App& app) {
   o->masks_opt =
       sub->add_option("--mask", o->masks, "masks to draw from, comma separated (default all)");
   sub->add_flag("--forward-only", o->forward_only, "judge O and L only");
+  sub->add_flag("--allow-tf32", o->settings.precision.allow_tf32,
+                "judge every case with TF32 products allowed (the baseline is TF32 too)");
+  sub->add_option("--lse-dtype", o->lse_dtype,
+                  "judge L as stored in f32, bf16 or f16 (rounded to it) in every case")
+      ->capture_default_str();
   sub->add_flag("--json", o->json, "print the result as JSON (no progress line)");
   sub->add_option("--plant-fault", o->plant_fault,
                   "for testing the fuzzer itself: plant a named bug in the cpu backend for every "

@@ -23,12 +23,15 @@ struct RunSettings {
   std::string backend = "cpu";
   std::string out_dir;
   int threads = 0;
+  bool allow_tf32 = false;
+  std::string lse_dtype = "f32";
   bool json = false;
 };
 
 int run_run(const RunSettings& s) {
   check_threads(s.threads, "--threads");
   const auto [tile_q, tile_k] = s.inputs.tiles();
+  const DType lse_dtype = verify::parse_lse_dtype(s.lse_dtype);
   const std::unique_ptr<Backend> backend = make_backend(s.backend);
   const NpyProblem input = load_npy_problem(s.inputs);
   const Problem& p = input.data.problem;
@@ -43,9 +46,23 @@ int run_run(const RunSettings& s) {
   options.exec.tile_q = tile_q;
   options.exec.tile_k = tile_k;
   options.exec.num_threads = s.threads;
+  options.exec.allow_tf32 = s.allow_tf32;
   options.layout = verify::Layout::bhsd;
   options.backward = !input.data.dO.empty();
-  const verify::RunOutputs out = verify::run_backend(*backend, input.data, options);
+  verify::RunOutputs out;
+  if (lse_dtype == DType::f32) {
+    out = verify::run_backend(*backend, input.data, options);
+  } else {
+    // L stored in lse_dtype (written as float32 holding those values), and the backward run
+    // from it, as a kernel keeping L in that dtype computes.
+    verify::RunOptions forward_only = options;
+    forward_only.backward = false;
+    out = verify::run_backend(*backend, input.data, forward_only);
+    for (float& x : out.lse) x = round_to(lse_dtype, x);
+    if (options.backward) {
+      out = verify::run_backward_from(*backend, input.data, options, out.o, out.lse);
+    }
+  }
 
   // Everything is computed before the first file is created, and the files are renamed into
   // place together once all were written (output_dir.hpp): an error leaves DIR as it was.
@@ -55,14 +72,18 @@ int run_run(const RunSettings& s) {
   if (!written_outputs.note.empty()) std::cerr << "flashref run: note: " << written_outputs.note << "\n";
   nlohmann::json written = written_outputs.paths;
   if (s.json) {
-    nlohmann::json j = {{"command", "run"},
-                        {"backend", s.backend},
-                        {"problem", verify::to_json(p)},
-                        {"course_layout", input.course_layout},
-                        {"outputs", written}};
+    nlohmann::json j = {
+        {"command", "run"},
+        {"backend", s.backend},
+        {"problem", verify::to_json(p)},
+        {"course_layout", input.course_layout},
+        {"precision", verify::to_json(verify::Precision{s.allow_tf32, lse_dtype}, p)},
+        {"outputs", written}};
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "problem: " << describe(p) << "\nbackend: " << s.backend << "\nwrote:";
+    std::cout << "problem: " << describe(p) << "\nbackend: " << s.backend
+              << "\nprecision: " << verify::describe(verify::Precision{s.allow_tf32, lse_dtype}, p)
+              << "\nwrote:";
     for (const auto& path : written) std::cout << " " << path.get<std::string>();
     std::cout << "\n";
   }
@@ -88,6 +109,12 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--threads", settings->threads,
                   "OpenMP threads of the cpu backend, 0 to " + std::to_string(kMaxThreads) +
                       " (0: default)");
+  sub->add_flag("--allow-tf32", settings->allow_tf32,
+                "let f32 device backends use TF32 (the reference backend then computes the TF32 "
+                "baseline)");
+  sub->add_option("--lse-dtype", settings->lse_dtype,
+                  "store L rounded to f32, bf16 or f16 (written as float32 values)")
+      ->capture_default_str();
   sub->add_flag("--json", settings->json, "print what was written as JSON");
   return {sub, [settings] { return run_run(*settings); }};
 }

@@ -22,6 +22,7 @@ struct VerifySettings {
   bool forward_only = false;
   bool large = false;
   bool allow_tf32 = false;
+  std::string lse_dtype = "f32";
   bool json = false;
 };
 
@@ -38,6 +39,7 @@ int run_verify(const VerifySettings& s) {
   }
   c.backward = !s.forward_only;
   c.allow_tf32 = s.allow_tf32;
+  c.lse_dtype = verify::parse_lse_dtype(s.lse_dtype);
 
   const std::vector<std::string> backends = s.problem.backends(backend_names());
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
@@ -81,6 +83,10 @@ Command add_verify_command(CLI::App& app) {
                 "large-magnitude Q and K (scores of several hundred) to stress the softmax");
   sub->add_flag("--allow-tf32", settings->allow_tf32,
                 "let f32 device backends use TF32 (the baseline is then TF32 too)");
+  sub->add_option("--lse-dtype", settings->lse_dtype,
+                  "judge each backend's L as stored in f32, bf16 or f16 (rounded to it; L's "
+                  "floor follows it)")
+      ->capture_default_str();
   sub->add_flag("--json", settings->json, "print the report as JSON");
   return {sub, [settings] { return run_verify(*settings); }};
 }

@@ -89,7 +89,9 @@ FuzzResult run_fuzz(const FuzzSettings& s,
   std::string last_unsupported;
 
   const auto property = [&] {
-    const verify::VerifyCase c = *cases;
+    verify::VerifyCase c = *cases;
+    c.allow_tf32 = s.precision.allow_tf32;
+    c.lse_dtype = s.precision.lse_dtype;
     // Interrupted: every remaining case (and shrink candidate) passes at once, so RapidCheck
     // ends quickly and a failure keeps the smallest case shrunk so far.
     if (interrupted()) return;

@@ -91,8 +91,9 @@ constexpr double kFarBetter = 10.0;
 
 // How closely a candidate computed in the tensor's dtype can be expected to match a double
 // recomputation: 4 times the baseline's own error, and never less than 16 unit roundoffs.
-double tolerance(TensorId id, const Problem& p, double baseline_rel_l2) {
-  const double unit_roundoff = std::ldexp(1.0, -(mantissa_bits(output_dtype(id, p)) + 1));
+double tolerance(TensorId id, const Problem& p, double baseline_rel_l2, DType lse_dtype) {
+  const double unit_roundoff =
+      std::ldexp(1.0, -(mantissa_bits(output_dtype(id, p, lse_dtype)) + 1));
   return std::max(4.0 * baseline_rel_l2, 16.0 * unit_roundoff);
 }
 
@@ -113,6 +114,7 @@ struct Judged {
   bool failed = false;                         // the rule's verdict
   double limit = 0.0;            // the largest |candidate - gold| per element the rule allows
   double baseline_rel_l2 = 0.0;  // the baseline's relative L2 error against the gold
+  std::int64_t tile = 0;         // the tile its worst index was placed in (rows)
 };
 
 Context make_context(const ProblemData& data, const TensorSet& candidate,
@@ -166,9 +168,9 @@ Context make_context(const ProblemData& data, const TensorSet& candidate,
 
 std::vector<Hypothesis> all_hypotheses(const Context& ctx) {
   std::vector<Hypothesis> all;
-  for (auto family : {scale_hypotheses, mask_hypotheses, lse_hypotheses, output_hypotheses,
-                      gradient_scale_hypotheses, d_vector_hypotheses, gqa_hypotheses,
-                      diagonal_hypotheses}) {
+  for (auto family : {scale_hypotheses, mask_hypotheses, key_padding_hypotheses, lse_hypotheses,
+                      output_hypotheses, gradient_scale_hypotheses, d_vector_hypotheses,
+                      gqa_hypotheses, diagonal_hypotheses}) {
     for (Hypothesis& h : family(ctx)) all.push_back(std::move(h));
   }
   return all;
@@ -184,11 +186,11 @@ struct Fit {
 // equally well (within 1.5x of the best) the first in kDiagnosisCodes order wins: the
 // simpler explanation of the same numbers.
 std::optional<Fit> best_fit(const Context& ctx, const std::vector<Hypothesis>& hypotheses,
-                            const Judged& c) {
+                            const Judged& c, DType lse_dtype) {
   const xt::xarray<double>& cand = ctx.candidate.at(c.id);
   const xt::xarray<double>& gold = ctx.gold.at(c.id);
   const double to_gold = relative_distance(cand, gold);
-  const double tol = tolerance(c.id, ctx.problem, c.baseline_rel_l2);
+  const double tol = tolerance(c.id, ctx.problem, c.baseline_rel_l2, lse_dtype);
   std::vector<Fit> fits;
   for (std::size_t n = 0; n < hypotheses.size(); ++n) {
     if (!hypotheses[n].variant.has(c.id)) continue;
@@ -215,7 +217,8 @@ std::size_t code_rank(const std::string& code) {
 }  // namespace
 
 Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
-                   const std::vector<TensorReport>& judged_reports, const TensorSet& gold) {
+                   const std::vector<TensorReport>& judged_reports, const TensorSet& gold,
+                   const Precision& precision) {
   require_canonical_shapes(candidate, data.problem, "candidate");
   for (const auto& [id, values] : candidate) {
     if (seq_axis(id) == SeqAxis::key || id == TensorId::dQ) {
@@ -234,6 +237,7 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
       c.failed = !r.rule.pass;
       c.limit = r.rule.limit;
       c.baseline_rel_l2 = r.baseline.rel_l2;
+      c.tile = r.candidate.tile_size;
     }
     candidate_tensors.push_back(c);
   }
@@ -252,7 +256,7 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
   std::vector<TensorId> explained;
   for (const Judged& c : candidate_tensors) {
     if (!c.failed) continue;
-    const std::optional<Fit> fit = best_fit(ctx, hypotheses, c);
+    const std::optional<Fit> fit = best_fit(ctx, hypotheses, c, precision.lse_dtype);
     if (!fit) continue;
     explained.push_back(c.id);
     const Hypothesis& h = hypotheses[fit->hypothesis];
@@ -267,19 +271,61 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
     f.detail["fit"][std::string(tensor_name(c.id))] = {{"rel_l2_to_hypothesis", fit->to_hypothesis},
                                                        {"rel_l2_to_correct", fit->to_gold}};
   }
-  for (auto& [code, finding] : by_code) result.findings.push_back(std::move(finding));
+  for (auto& [code, finding] : by_code) {
+    if (code == "key_padding_unmasked") {
+      // The evidence in words: how much closer the candidate is to the padded-key attention.
+      double to_hypothesis = 0.0, to_gold = std::numeric_limits<double>::infinity();
+      for (const auto& [tensor, fit] : finding.detail["fit"].items()) {
+        to_hypothesis = std::max(to_hypothesis, fit["rel_l2_to_hypothesis"].get<double>());
+        to_gold = std::min(to_gold, fit["rel_l2_to_correct"].get<double>());
+      }
+      std::ostringstream e;
+      e << std::setprecision(2) << " (it matches that attention to relative L2 " << to_hypothesis
+        << ", against " << to_gold << " from the right answer)";
+      finding.explanation += e.str();
+    }
+    result.findings.push_back(std::move(finding));
+  }
 
   std::vector<TensorId> located;
   if (std::optional<Finding> f = nan_masked_rows(candidate, gold)) {
     located = f->tensors;
     result.findings.push_back(std::move(*f));
   }
+  if (std::optional<Finding> f = masked_rows_not_zero(data, candidate, gold)) {
+    // Only the tensors that fail and nothing above explains.
+    std::vector<TensorId> tensors;
+    for (TensorId id : f->tensors) {
+      const bool failed = std::find(ctx.failed.begin(), ctx.failed.end(), id) != ctx.failed.end();
+      const bool done = std::find(explained.begin(), explained.end(), id) != explained.end() ||
+                        std::find(located.begin(), located.end(), id) != located.end();
+      if (failed && !done) tensors.push_back(id);
+    }
+    if (!tensors.empty()) {
+      f->tensors = tensors;
+      located.insert(located.end(), tensors.begin(), tensors.end());
+      result.findings.push_back(std::move(*f));
+    }
+  }
   for (const Judged& c : candidate_tensors) {
     const auto seen = [&](const std::vector<TensorId>& ids) {
       return std::find(ids.begin(), ids.end(), c.id) != ids.end();
     };
     if (!c.failed || seen(explained) || seen(located)) continue;
-    if (std::optional<Finding> f = tail_rows(c.id, *c.values, gold.at(c.id), c.limit)) {
+    if (std::optional<Finding> f = max_init_zero(ctx, c.id, c.limit)) {
+      located.push_back(c.id);
+      auto same = std::find_if(result.findings.begin(), result.findings.end(),
+                               [&](const Finding& x) { return x.code == f->code; });
+      if (same != result.findings.end()) {
+        same->tensors.push_back(c.id);
+      } else {
+        result.findings.push_back(std::move(*f));
+      }
+      continue;
+    }
+    if (std::optional<Finding> f = tail_rows(c.id, *c.values, gold.at(c.id), c.limit,
+                                             c.id == TensorId::O ? &data.v : nullptr)) {
+      located.push_back(c.id);
       // One tail finding per tile size pattern: merge tensors that share it.
       auto same =
           std::find_if(result.findings.begin(), result.findings.end(), [&](const Finding& x) {
@@ -295,6 +341,29 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
       }
     }
   }
+  // Junk in O's tail makes the same tail of the other tensors junk too: one tail_garbage.
+  for (Finding& g : result.findings) {
+    if (g.code != "tail_garbage") continue;
+    for (Finding& t : result.findings) {
+      if (t.code != "tail_rows" || t.detail.value("axis", "") != g.detail.value("axis", "") ||
+          t.detail.value("tile_sizes", nlohmann::json()) !=
+              g.detail.value("tile_sizes", nlohmann::json())) {
+        continue;
+      }
+      g.tensors.insert(g.tensors.end(), t.tensors.begin(), t.tensors.end());
+      t.tensors.clear();
+    }
+  }
+  std::erase_if(result.findings, [](const Finding& f) { return f.tensors.empty(); });
+  // A lead for each failed tensor nothing explains.
+  for (const Judged& c : candidate_tensors) {
+    const auto seen = [&](const std::vector<TensorId>& ids) {
+      return std::find(ids.begin(), ids.end(), c.id) != ids.end();
+    };
+    if (!c.failed || seen(explained) || seen(located)) continue;
+    result.lead.push_back(
+        locate_errors(c.id, data.problem, *c.values, gold.at(c.id), c.limit, c.tile));
+  }
   std::stable_sort(
       result.findings.begin(), result.findings.end(),
       [](const Finding& a, const Finding& b) { return code_rank(a.code) < code_rank(b.code); });
@@ -309,10 +378,17 @@ nlohmann::json to_json(const Finding& f) {
   return j;
 }
 
+nlohmann::json to_json(const Lead& l) {
+  return {
+      {"tensor", std::string(tensor_name(l.tensor))}, {"summary", l.summary}, {"where", l.detail}};
+}
+
 nlohmann::json to_json(const Diagnosis& d) {
   nlohmann::json findings = nlohmann::json::array();
   for (const Finding& f : d.findings) findings.push_back(to_json(f));
-  nlohmann::json j = {{"findings", findings}};
+  nlohmann::json lead = nlohmann::json::array();
+  for (const Lead& l : d.lead) lead.push_back(to_json(l));
+  nlohmann::json j = {{"findings", findings}, {"lead", lead}};
   if (!d.scope_note.empty()) j["scope"] = d.scope_note;
   return j;
 }

@@ -51,6 +51,7 @@ BackwardParams backward_params(const Context& ctx, const Problem& problem);
 // Each family, in the order of kDiagnosisCodes. A family returns nothing when it cannot apply.
 std::vector<Hypothesis> scale_hypotheses(const Context& ctx);           // no_scale
 std::vector<Hypothesis> mask_hypotheses(const Context& ctx);            // mask_*
+std::vector<Hypothesis> key_padding_hypotheses(const Context& ctx);     // key_padding_unmasked
 std::vector<Hypothesis> lse_hypotheses(const Context& ctx);             // lse_base2, lse_unshifted
 std::vector<Hypothesis> output_hypotheses(const Context& ctx);          // unnormalized
 std::vector<Hypothesis> gradient_scale_hypotheses(const Context& ctx);  // dq_scale, dk_scale
@@ -66,8 +67,24 @@ double relative_distance(const xt::xarray<double>& c, const xt::xarray<double>& 
 // `candidate` (O, L, dQ); tail_rows at tensor `id`, whose elements are wrong when further
 // from the gold than `limit`, the rule's limit.
 std::optional<Finding> nan_masked_rows(const TensorSet& candidate, const TensorSet& gold);
+// tail_rows when the wrong tail rows look like attention computed with wrong bounds (or were
+// never written: NaN, the runner's poison), tail_garbage when O's tail holds values no
+// attention can give: outside [min V, max V] (O is a convex combination of V's rows), as reads
+// past the end without bounds checks give. `v` is V for tensor O, else null.
 std::optional<Finding> tail_rows(TensorId id, const xt::xarray<double>& candidate,
-                                 const xt::xarray<double>& gold, double limit);
+                                 const xt::xarray<double>& gold, double limit,
+                                 const HostTensor* v = nullptr);
+// Rows that see no key (gold L = -inf) whose O is finite but not 0, or whose L is finite:
+// what is there (the mean of V: uniform attention over every key; or junk).
+std::optional<Finding> masked_rows_not_zero(const ProblemData& data, const TensorSet& candidate,
+                                            const TensorSet& gold);
+// max_init_zero: the wrong rows are exactly rows whose largest score is so negative that
+// exp(S - 0) underflows in float32 (the running max started at 0 instead of -inf).
+std::optional<Finding> max_init_zero(const Context& ctx, TensorId id, double limit);
+// Where the wrong elements of tensor `id` sit (rows, columns, tiles, the diagonal, the tails),
+// for a failed tensor no finding explains.
+Lead locate_errors(TensorId id, const Problem& p, const xt::xarray<double>& candidate,
+                   const xt::xarray<double>& gold, double limit, std::int64_t tile);
 
 // "0.125", "1 (no scale)": numbers in explanations.
 std::string format_number(double x);

@@ -36,6 +36,8 @@ namespace flashref::verify {
 
 // One float32 unit roundoff: the relative size of one rounding of a float32 sum.
 inline constexpr double kFloat32UnitRoundoff = 0x1p-24;
+// One TF32 unit roundoff (10 explicit mantissa bits, round to nearest).
+inline constexpr double kTf32UnitRoundoff = 0x1p-11;
 
 struct ScoreNoise {
   xt::xtensor<double, 4> O;       // sigma_O, (B, H, S_q, d)
@@ -54,6 +56,13 @@ struct ScoreNoise {
 // exactly as given: O(B H S_q S_k d), about the cost of the gold forward and backward.
 // `backward` also computes the gradients' sigmas and needs data.dO. A row that sees no key has
 // sigma 0: its outputs are fixed (O = 0, L = -inf, zero gradients) whatever the scores.
-ScoreNoise score_rounding_noise(const ProblemData& data, bool backward);
+// `allow_tf32` (float32 inputs only) adds to sigma_O the TF32 rounding of P~ as the P~V
+// product's operand, which each TF32 kernel does its own way (before or after dividing by l):
+// sigma_O(i,c)^2 += sum_j (u_tf32 / sqrt(3) P_ij V_jc)^2 over rows that see two keys or more
+// (docs/verification.md, "Precision modes"). The
+// rounding of Q, K, V to TF32 is deterministic, the same in every kernel, and is not noise.
+// Only the forward is extended: the gradients' TF32 operand roundings (dO, dS, P) are not
+// modelled.
+ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool allow_tf32 = false);
 
 }  // namespace flashref::verify

@@ -23,5 +23,7 @@ SeqAxis seq_axis(TensorId t);
 // The dtype the tensor is stored in: problem.dtype for O, float32 for L, grad_dtype for the
 // gradients. The rule's floor is a rounding step of this dtype.
 DType output_dtype(TensorId t, const Problem& p);
+// The same, with L stored in `lse_dtype` (--lse-dtype: a kernel that keeps L in bf16 or f16).
+DType output_dtype(TensorId t, const Problem& p, DType lse_dtype);
 
 }  // namespace flashref::verify

@@ -63,8 +63,9 @@ struct VerifyReport {
 // layout (tensor_set.hpp).
 TensorReport judge(TensorId id, const Problem& problem, const xt::xarray<double>& candidate,
                    const xt::xarray<double>& baseline, const xt::xarray<double>& gold,
-                   double noise_sigma, std::int64_t tile);
+                   double noise_sigma, std::int64_t tile, DType lse_dtype = DType::f32);
 
+// `lse_dtype` (--lse-dtype) is the dtype L was stored in: L's floor is a rounding step of it.
 // judge() for each tensor of `ids` that `candidate` has, in the order of `ids`: the query
 // tensors (O, L, dQ) in tiles of tile_q rows, the key tensors (dK, dV) of tile_k rows. `gold`
 // and `baseline` must have every tensor judged. For the gradients, `baseline` holds the baseline
@@ -72,7 +73,7 @@ TensorReport judge(TensorId id, const Problem& problem, const xt::xarray<double>
 std::vector<TensorReport> judge(const Problem& problem, std::span<const TensorId> ids,
                                 const TensorSet& candidate, const TensorSet& baseline,
                                 const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
-                                std::int64_t tile_k);
+                                std::int64_t tile_k, DType lse_dtype = DType::f32);
 
 struct GradientBaseline {
   BackwardInputs inputs = BackwardInputs::none;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashref/params.hpp"
+#include "flashref/verify/precision.hpp"
 #include "flashref/verify/problem_data.hpp"
 
 namespace flashref::verify {
@@ -22,6 +23,7 @@ struct VerifyCase {
   bool large = false;    // large-magnitude Q and K (problem_data.hpp)
   bool backward = true;  // also judge dQ, dK, dV
   bool allow_tf32 = false;
+  DType lse_dtype = DType::f32;  // the dtype L is judged as stored in (precision.hpp)
 };
 
 // The no-argument `flashref verify` problem: B=2, H=4, H_kv=2, S=300, d=64, causal, bf16,
@@ -30,6 +32,7 @@ VerifyCase default_case();
 
 ExecutionOptions exec_options(const VerifyCase& c);
 InputOptions input_options(const VerifyCase& c);
+Precision precision(const VerifyCase& c);
 
 // The tile size a worst index is placed in along each axis: the case's tiles, or the cpu
 // backend's defaults when they are 0.

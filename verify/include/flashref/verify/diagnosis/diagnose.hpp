@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "flashref/verify/precision.hpp"
 #include "flashref/verify/problem_data.hpp"
 #include "flashref/verify/tensor_set.hpp"
 #include "flashref/verify/verification.hpp"
@@ -30,10 +31,28 @@
 namespace flashref::verify::diagnosis {
 
 // The stable codes, in the order hypotheses are preferred when two fit equally well.
-inline constexpr std::string_view kDiagnosisCodes[] = {
-    "no_scale",      "mask_ignored",   "mask_unexpected", "mask_alignment", "lse_base2",
-    "lse_unshifted", "unnormalized",   "dq_scale",        "dk_scale",       "d_vector",
-    "gqa_reduction", "diagonal_tiles", "nan_masked_rows", "tail_rows"};
+// tf32_matmul and lse_low_precision come from check_candidate (check.hpp), which judges the
+// candidate again in the precision they name; the others from diagnose().
+inline constexpr std::string_view kDiagnosisCodes[] = {"lse_low_precision",
+                                                       "tf32_matmul",
+                                                       "no_scale",
+                                                       "mask_ignored",
+                                                       "mask_unexpected",
+                                                       "mask_alignment",
+                                                       "key_padding_unmasked",
+                                                       "lse_base2",
+                                                       "lse_unshifted",
+                                                       "unnormalized",
+                                                       "dq_scale",
+                                                       "dk_scale",
+                                                       "d_vector",
+                                                       "gqa_reduction",
+                                                       "diagonal_tiles",
+                                                       "max_init_zero",
+                                                       "nan_masked_rows",
+                                                       "masked_rows_not_zero",
+                                                       "tail_rows",
+                                                       "tail_garbage"};
 
 struct Finding {
   std::string code;               // one of kDiagnosisCodes
@@ -42,8 +61,17 @@ struct Finding {
   nlohmann::json detail;          // values behind it (the scale that fits, the tile size, ...)
 };
 
+// Where a failed tensor's wrong elements sit, for the tensors no finding explains: a lead
+// when nothing fits (elements further from the gold than the rule's limit).
+struct Lead {
+  TensorId tensor = TensorId::O;
+  std::string summary;    // one line: "uniform: 97% of elements wrong, ..." / "a few elements"
+  nlohmann::json detail;  // the counts behind it
+};
+
 struct Diagnosis {
   std::vector<Finding> findings;
+  std::vector<Lead> lead;  // failed tensors no finding explains
   // Set when the hypotheses were tested on part of a large problem (batch 0 and the query
   // heads of key/value head 0), which keeps the dozen recomputations of the gold affordable.
   std::string scope_note;
@@ -54,10 +82,14 @@ struct Diagnosis {
 // verification.hpp: the verdict, the limit, the baseline's relative L2 error); `gold` the gold
 // for the whole problem (with backward when gradients are given). Throws InvalidArgument when a
 // candidate tensor's shape does not match the problem.
+// `precision`: what the candidate was judged in (the hypotheses' tolerance for L follows
+// precision.lse_dtype).
 Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
-                   const std::vector<TensorReport>& judged, const TensorSet& gold);
+                   const std::vector<TensorReport>& judged, const TensorSet& gold,
+                   const Precision& precision = {});
 
 nlohmann::json to_json(const Finding& f);
+nlohmann::json to_json(const Lead& l);
 nlohmann::json to_json(const Diagnosis& d);
 
 }  // namespace flashref::verify::diagnosis

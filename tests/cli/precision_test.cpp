@@ -1,0 +1,168 @@
+// The precision modes on the command line (issue 9): --allow-tf32 and --lse-dtype in check,
+// run, verify and fuzz, shown in the header and the JSON; bad values are exit-2 errors naming
+// the option; check names a TF32 kernel and a padded-key kernel from dumped tensors, and passes
+// the TF32 kernel under --allow-tf32.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../verify/kernel_corpus.hpp"
+#include "cli_harness.hpp"
+#include "flashref/verify/npy.hpp"
+#include "flashref/verify/problem_data.hpp"
+
+namespace {
+
+using namespace flashref;
+using namespace flashref::verify;
+using flashref::testing::CliRun;
+using flashref::testing::contains;
+using flashref::testing::run_cli;
+using flashref::testing::ScratchDir;
+
+xt::xarray<float> as_array(const HostTensor& t) {
+  return xt::cast<float>(t.to_double());
+}
+
+// Writes q, k, v of a seeded problem and the corpus kernel's o and lse; returns the check
+// command's arguments.
+std::string dump(const ScratchDir& dir, const Problem& p, const corpus::Kernel& k) {
+  const ProblemData data = make_problem_data(p, {7, false, Layout::bhsd});
+  // NumPy has no bfloat16: bf16 inputs go as float32 (exact) with --dtype bf16.
+  const DType file = p.dtype == DType::bf16 ? DType::f32 : p.dtype;
+  write_npy(dir.file("q.npy"), as_array(data.q), file);
+  write_npy(dir.file("k.npy"), as_array(data.k), file);
+  write_npy(dir.file("v.npy"), as_array(data.v), file);
+  const TensorSet out = corpus::run_kernel(data, k);
+  write_npy(dir.file("o.npy"), xt::xarray<float>(xt::cast<float>(out.at(TensorId::O))));
+  write_npy(dir.file("lse.npy"), xt::xarray<float>(xt::cast<float>(out.at(TensorId::L))));
+  return "check --q " + dir.file("q.npy") + " --k " + dir.file("k.npy") + " --v " +
+         dir.file("v.npy") + " --mask " + std::string(mask_name(p.mask)) + " --o " +
+         dir.file("o.npy") + " --lse " + dir.file("lse.npy") +
+         (p.dtype == DType::bf16 ? " --dtype bf16" : "");
+}
+
+TEST(CliPrecision, BadLseDtypeIsAnExit2ErrorNamingTheOption) {
+  ScratchDir dir;
+  const Problem p = make_problem(1, 1, 1, 20, 20, 8, Mask::none, DType::f32);
+  const std::string check = dump(dir, p, {});
+  for (const std::string& args :
+       {check + " --lse-dtype f64", std::string("verify --forward-only --lse-dtype int8"),
+        std::string("fuzz --cases 1 --lse-dtype bfloat17"),
+        "run --q " + dir.file("q.npy") + " --k " + dir.file("k.npy") + " --v " + dir.file("v.npy") +
+            " --out " + dir.file("out") + " --lse-dtype x"}) {
+    const CliRun r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, "--lse-dtype")) << args << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, "f32, bf16 or f16")) << r.err;
+  }
+}
+
+TEST(CliPrecision, Tf32KernelIsNamedThenPassesUnderAllowTf32) {
+  ScratchDir dir;
+  corpus::Kernel tf32;
+  tf32.tf32 = true;
+  const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::causal_top_left, DType::f32);
+  const std::string args = dump(dir, p, tf32);
+  const CliRun text = run_cli(args);
+  EXPECT_EQ(text.exit_code, 1) << text.out << text.err;
+  EXPECT_TRUE(contains(text.out, "precision: products f32 inputs, L f32, gradients f32"))
+      << text.out;
+  EXPECT_TRUE(contains(text.out, "[tf32_matmul] (O, L)")) << text.out;
+  const CliRun json = run_cli(args + " --json");
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j.at("findings").size(), 1u) << json.out;
+  EXPECT_EQ(j.at("findings")[0].at("code"), "tf32_matmul");
+  EXPECT_FALSE(j.at("precision").at("allow_tf32").get<bool>());
+
+  const CliRun pass = run_cli(args + " --allow-tf32 --json");
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  const nlohmann::json k = nlohmann::json::parse(pass.out);
+  EXPECT_TRUE(k.at("passed").get<bool>());
+  EXPECT_TRUE(k.at("findings").empty());
+  EXPECT_EQ(k.at("precision").at("products"), "tf32");
+  const CliRun header = run_cli(args + " --allow-tf32");
+  EXPECT_TRUE(contains(header.out, "precision: products TF32 (--allow-tf32)")) << header.out;
+}
+
+TEST(CliPrecision, Bf16LseIsNamedThenPassesUnderLseDtype) {
+  ScratchDir dir;
+  corpus::Kernel k;
+  k.lse_dtype = DType::bf16;
+  const Problem p = make_problem(1, 2, 1, 100, 70, 16, Mask::causal_bottom_right, DType::bf16);
+  const std::string args = dump(dir, p, k);
+  const CliRun fail = run_cli(args + " --json");
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  const nlohmann::json j = nlohmann::json::parse(fail.out);
+  ASSERT_EQ(j.at("findings").size(), 1u) << fail.out;
+  EXPECT_EQ(j.at("findings")[0].at("code"), "lse_low_precision");
+  EXPECT_EQ(j.at("findings")[0].at("lse_dtype_fits"), "bf16");
+  const CliRun pass = run_cli(args + " --lse-dtype bf16 --json");
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  EXPECT_EQ(nlohmann::json::parse(pass.out).at("precision").at("lse_dtype"), "bf16");
+}
+
+TEST(CliPrecision, PaddedKeysAreNamedAndAnUnexplainedFailureGetsALead) {
+  ScratchDir dir;
+  corpus::Kernel k;
+  k.pad_keys_unmasked = true;
+  const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32);
+  const CliRun r = run_cli(dump(dir, p, k) + " --json");
+  EXPECT_EQ(r.exit_code, 1);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("findings").size(), 1u) << r.out;
+  EXPECT_EQ(j.at("findings")[0].at("code"), "key_padding_unmasked");
+  EXPECT_EQ(j.at("findings")[0].at("tile_k_fits"), 32);
+  EXPECT_TRUE(j.at("lead").empty());
+
+  // Junk in a few elements: no finding, and a lead that says so.
+  ScratchDir race;
+  const std::string args = dump(race, p, {});
+  xt::xarray<float> o = read_npy(race.file("o.npy")).values;
+  o(0, 1, 50, 3) += 1.0f;
+  write_npy(race.file("o.npy"), o);
+  const CliRun text = run_cli(args);
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_TRUE(contains(text.out, "lead (O): a few isolated elements (1 of 3200)")) << text.out;
+  const nlohmann::json l = nlohmann::json::parse(run_cli(args + " --json").out);
+  ASSERT_EQ(l.at("lead").size(), 1u);
+  EXPECT_EQ(l.at("lead")[0].at("where").at("pattern"), "few");
+}
+
+TEST(CliPrecision, VerifyRunAndFuzzShowThePrecision) {
+  const CliRun v = run_cli(
+      "verify --backends cpu --shape 1,2,33,47,8 --dtype bf16 --forward-only --lse-dtype bf16 "
+      "--json");
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  const nlohmann::json j = nlohmann::json::parse(v.out);
+  EXPECT_EQ(j.at("precision").at("lse_dtype"), "bf16");
+  EXPECT_EQ(j.at("case").at("lse_dtype"), "bf16");
+  EXPECT_TRUE(contains(j.at("command").get<std::string>(), "--lse-dtype bf16"));
+  const CliRun text = run_cli(
+      "verify --backends cpu --shape 1,1,20,20,8 --dtype f32 "
+      "--forward-only --allow-tf32");
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_TRUE(contains(text.out, "precision: products TF32 (--allow-tf32), L f32")) << text.out;
+
+  ScratchDir dir;
+  const Problem p = make_problem(1, 1, 1, 20, 20, 8, Mask::none, DType::f32);
+  dump(dir, p, {});
+  const CliRun run =
+      run_cli("run --q " + dir.file("q.npy") + " --k " + dir.file("k.npy") + " --v " +
+              dir.file("v.npy") + " --out " + dir.file("out") + " --lse-dtype f16 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out).at("precision").at("lse_dtype"), "f16");
+  const NpyArray lse = read_npy(dir.file("out/lse.npy"));
+  for (float x : lse.values) EXPECT_EQ(round_to(DType::f16, x), x);
+
+  const CliRun fuzz = run_cli(
+      "fuzz --cases 3 --max-seq 24 --forward-only --lse-dtype bf16 "
+      "--allow-tf32 --json");
+  EXPECT_EQ(fuzz.exit_code, 0) << fuzz.out << fuzz.err;
+  const nlohmann::json f = nlohmann::json::parse(fuzz.out);
+  EXPECT_EQ(f.at("precision").at("lse_dtype"), "bf16");
+  EXPECT_TRUE(f.at("precision").at("allow_tf32").get<bool>());
+}
+
+}  // namespace

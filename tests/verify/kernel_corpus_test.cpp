@@ -1,0 +1,272 @@
+// The corpus of real mistakes (issue 9): each mistake the course's students made, reproduced
+// by the kernel of kernel_corpus.hpp on awkward shapes (S = 100, S_q != S_k, every mask where
+// it shows), must get its code from check_candidate, and nothing else; a correct kernel in each
+// precision mode (TF32 products with allow_tf32, L in bf16 or f16 with lse_dtype) must pass
+// with no finding.
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "flashref/verify/check.hpp"
+#include "kernel_corpus.hpp"
+
+namespace {
+
+using namespace flashref;
+using namespace flashref::verify;
+using corpus::Kernel;
+using corpus::MaskedRows;
+
+struct Case {
+  std::string name;
+  Problem problem;
+};
+
+// Awkward shapes: GQA, S not a multiple of any tile, S_q != S_k both ways.
+std::vector<Case> shapes(Mask mask, DType dtype = DType::f32) {
+  return {{"S100", make_problem(1, 2, 1, 100, 100, 16, mask, dtype)},
+          {"Sq130_Sk100", make_problem(1, 2, 1, 130, 100, 16, mask, dtype)},
+          {"Sq70_Sk100", make_problem(1, 2, 1, 70, 100, 24, mask, dtype)}};
+}
+
+constexpr Mask kMasks[] = {Mask::none, Mask::causal_top_left, Mask::causal_bottom_right};
+
+CheckResult check(const ProblemData& data, const Kernel& k, const Precision& precision = {}) {
+  return check_candidate(data, corpus::run_kernel(data, k), 64, 64, precision);
+}
+
+CheckResult check(const Problem& p, const Kernel& k, const Precision& precision = {}) {
+  return check(make_problem_data(p, {7, false, Layout::bshd}), k, precision);
+}
+
+std::set<std::string> codes(const CheckResult& r) {
+  std::set<std::string> s;
+  for (const diagnosis::Finding& f : r.diagnosis.findings) s.insert(f.code);
+  return s;
+}
+
+const diagnosis::Finding& finding(const CheckResult& r, const std::string& code) {
+  for (const diagnosis::Finding& f : r.diagnosis.findings) {
+    if (f.code == code) return f;
+  }
+  throw std::runtime_error("no finding " + code);
+}
+
+std::string report(const CheckResult& r) {
+  std::string s;
+  for (const TensorReport& t : r.tensors)
+    s += std::string(tensor_name(t.tensor)) + " ratio " + std::to_string(t.rule.ratio) + "\n";
+  for (const diagnosis::Finding& f : r.diagnosis.findings) s += diagnosis::to_json(f).dump() + "\n";
+  for (const diagnosis::Lead& l : r.diagnosis.lead) s += "lead: " + l.summary + "\n";
+  return s;
+}
+
+// Fails unless the check failed and named exactly `code`.
+void expect_only(const CheckResult& r, const std::string& code, const std::string& where) {
+  EXPECT_FALSE(r.passed()) << where << "\n" << report(r);
+  EXPECT_EQ(codes(r), std::set<std::string>{code}) << where << "\n" << report(r);
+}
+
+void expect_clean_pass(const CheckResult& r, const std::string& where) {
+  EXPECT_TRUE(r.passed()) << where << "\n" << report(r);
+  EXPECT_TRUE(r.diagnosis.findings.empty()) << where << "\n" << report(r);
+}
+
+TEST(KernelCorpus, CorrectFloat32KernelPasses) {
+  for (Mask mask : kMasks)
+    for (const Case& c : shapes(mask)) expect_clean_pass(check(c.problem, {}), c.name);
+}
+
+TEST(KernelCorpus, Tf32KernelIsNamedAndPassesWithAllowTf32) {
+  Kernel tf32;
+  tf32.tf32 = true;
+  for (Mask mask : kMasks)
+    for (const Case& c : shapes(mask)) {
+      const std::string where = c.name + " " + std::string(mask_name(mask));
+      const CheckResult exact = check(c.problem, tf32);
+      expect_only(exact, "tf32_matmul", where);
+      if (!exact.passed()) {
+        const diagnosis::Finding& f = finding(exact, "tf32_matmul");
+        EXPECT_NE(f.explanation.find("--allow-tf32"), std::string::npos);
+        EXPECT_NE(f.explanation.find("x the TF32 baseline's error"), std::string::npos);
+        EXPECT_TRUE(f.detail.at("fit").contains("O")) << f.detail.dump();
+      }
+      expect_clean_pass(check(c.problem, tf32, {.allow_tf32 = true}), where + " --allow-tf32");
+    }
+}
+
+TEST(KernelCorpus, LowPrecisionLseIsNamedAndPassesWithLseDtype) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Kernel k;
+    k.lse_dtype = dt;
+    for (const Case& c : shapes(Mask::causal_top_left, dt)) {
+      const std::string where = c.name + " L in " + std::string(dtype_name(dt));
+      const CheckResult r = check(c.problem, k);
+      expect_only(r, "lse_low_precision", where);
+      if (!r.diagnosis.findings.empty()) {
+        EXPECT_EQ(finding(r, "lse_low_precision").detail.at("lse_dtype_fits"),
+                  std::string(dtype_name(dt)));
+        EXPECT_NE(finding(r, "lse_low_precision").explanation.find("float32"), std::string::npos);
+      }
+      expect_clean_pass(check(c.problem, k, {.lse_dtype = dt}), where + " --lse-dtype");
+    }
+  }
+}
+
+TEST(KernelCorpus, Float32InputsWithBf16LseAndTf32GetBothFindings) {
+  Kernel k;
+  k.tf32 = true;
+  k.lse_dtype = DType::bf16;
+  const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32);
+  const CheckResult r = check(p, k);
+  EXPECT_FALSE(r.passed());
+  EXPECT_EQ(codes(r), (std::set<std::string>{"lse_low_precision", "tf32_matmul"})) << report(r);
+  expect_clean_pass(check(p, k, {.allow_tf32 = true, .lse_dtype = DType::bf16}), "both modes");
+}
+
+TEST(KernelCorpus, PaddedKeysUnmaskedIsNamedWithTheTileSize) {
+  Kernel k;
+  k.pad_keys_unmasked = true;
+  for (std::int64_t tile_k : {16, 32, 64}) {
+    k.tile_k = tile_k;
+    // No mask: every query sees the padded keys. S_k = 100.
+    for (const Case& c : shapes(Mask::none)) {
+      const std::string where = c.name + " none B_k " + std::to_string(tile_k);
+      const CheckResult r = check(c.problem, k);
+      expect_only(r, "key_padding_unmasked", where);
+      if (!r.diagnosis.findings.empty()) {
+        // 32 and 64 pad 100 keys to 128 alike: the smaller tile size is reported.
+        EXPECT_EQ(finding(r, "key_padding_unmasked").detail.at("tile_k_fits").get<int>(),
+                  tile_k == 64 ? 32 : tile_k)
+            << where;
+      }
+    }
+    // Top-left causal: only queries q >= S_k see them, so only S_q > S_k shows it.
+    const Problem shows = make_problem(1, 2, 1, 130, 100, 16, Mask::causal_top_left, DType::f32);
+    expect_only(check(shows, k), "key_padding_unmasked", "top-left S_q > S_k");
+    const Problem hidden = make_problem(1, 2, 1, 70, 100, 16, Mask::causal_top_left, DType::f32);
+    expect_clean_pass(check(hidden, k), "top-left S_q < S_k: the padded keys are masked");
+    // Bottom-right causal never shows it.
+    for (const Case& c : shapes(Mask::causal_bottom_right))
+      expect_clean_pass(check(c.problem, k), c.name + " bottom-right");
+  }
+}
+
+TEST(KernelCorpus, PaddedKeysInATf32KernelAreNamedUnderAllowTf32) {
+  Kernel k;
+  k.tf32 = true;
+  k.pad_keys_unmasked = true;
+  const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32);
+  expect_only(check(p, k, {.allow_tf32 = true}), "key_padding_unmasked", "TF32 + padding");
+  // Without the flag it is not a TF32 kernel that passes: tf32_matmul must not be claimed.
+  const CheckResult exact = check(p, k);
+  EXPECT_FALSE(exact.passed());
+  EXPECT_EQ(codes(exact).count("tf32_matmul"), 0u) << report(exact);
+}
+
+TEST(KernelCorpus, MaskedRowsNotZeroSaysWhatIsThere) {
+  // Bottom-right causal with S_q > S_k: the first S_q - S_k rows see no key.
+  const Problem p = make_problem(1, 2, 1, 130, 100, 16, Mask::causal_bottom_right, DType::f32);
+  Kernel mean;
+  mean.masked_rows = MaskedRows::mean_of_v;
+  const CheckResult r = check(p, mean);
+  expect_only(r, "masked_rows_not_zero", "mean of V");
+  if (!r.diagnosis.findings.empty()) {
+    const diagnosis::Finding& f = finding(r, "masked_rows_not_zero");
+    EXPECT_NE(f.explanation.find("mean of V"), std::string::npos) << f.explanation;
+    EXPECT_EQ(f.detail.at("o_rows").get<int>(), 2 * 30);
+    EXPECT_EQ(f.detail.at("o_rows_mean_of_v").get<int>(), 2 * 30);
+    EXPECT_EQ(f.detail.at("l_rows_finite").get<int>(), 2 * 30);
+  }
+  Kernel junk;
+  junk.masked_rows = MaskedRows::junk;
+  const CheckResult j = check(p, junk);
+  expect_only(j, "masked_rows_not_zero", "junk");
+  if (!j.diagnosis.findings.empty()) {
+    EXPECT_NE(finding(j, "masked_rows_not_zero").explanation.find("junk"), std::string::npos);
+    EXPECT_EQ(finding(j, "masked_rows_not_zero").detail.at("o_rows_mean_of_v").get<int>(), 0);
+  }
+}
+
+TEST(KernelCorpus, TailGarbageAndUnwrittenTailsAreTold) {
+  Kernel garbage;
+  garbage.tail_garbage_tile = 64;
+  Kernel unwritten = garbage;
+  unwritten.tail_unwritten_tile = true;
+  for (Mask mask : kMasks) {
+    const Problem p = make_problem(1, 2, 1, 100, 100, 16, mask, DType::f32);
+    const std::string where(mask_name(mask));
+    const CheckResult g = check(p, garbage);
+    expect_only(g, "tail_garbage", where);
+    if (!g.diagnosis.findings.empty()) {
+      EXPECT_EQ(finding(g, "tail_garbage").detail.at("rows_begin").get<int>(), 64);
+    }
+    expect_only(check(p, unwritten), "tail_rows", where);
+  }
+}
+
+// Q rows pointing away from every key: scores near -128, below float32's exp range.
+ProblemData very_negative_rows(const Problem& p) {
+  ProblemData data = make_problem_data(p, {3, false, Layout::bshd});
+  for (std::int64_t h = 0; h < p.H_kv; ++h)
+    for (std::int64_t j = 0; j < p.S_k; ++j)
+      for (std::int64_t c = 0; c < p.d; ++c) data.k.set(0, h, j, c, data.k.get(0, h, j, c) + 4.0f);
+  for (std::int64_t h = 0; h < p.H; ++h)
+    for (std::int64_t i = 0; i < p.S_q; i += 7)
+      for (std::int64_t c = 0; c < p.d; ++c) data.q.set(0, h, i, c, -8.0f);
+  return data;
+}
+
+TEST(KernelCorpus, MaxInitZeroIsNamedWhereTheScoresAreVeryNegative) {
+  for (Mask mask : {Mask::none, Mask::causal_bottom_right}) {
+    const Problem p = make_problem(1, 2, 1, 100, 90, 16, mask, DType::f32);
+    const ProblemData data = very_negative_rows(p);
+    const std::string where(mask_name(mask));
+    expect_clean_pass(check(data, {}), where + " correct kernel");
+    Kernel k;
+    k.max_init_zero = true;
+    expect_only(check(data, k), "max_init_zero", where);
+  }
+  // On ordinary inputs the same kernel is right: nothing to find.
+  Kernel k;
+  k.max_init_zero = true;
+  expect_clean_pass(check(make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32), k),
+                    "ordinary inputs");
+}
+
+TEST(KernelCorpus, NoFindingGivesALead) {
+  const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::causal_top_left, DType::f32);
+  const ProblemData data = make_problem_data(p, {7, false, Layout::bshd});
+  const TensorSet right = corpus::run_kernel(data, {});
+  // A race: a few elements off.
+  TensorSet race = right;
+  race[TensorId::O](0, 1, 37, 5) += 0.5;
+  race[TensorId::O](0, 0, 80, 2) -= 0.5;
+  const CheckResult r = check_candidate(data, race, 64, 64);
+  EXPECT_FALSE(r.passed());
+  EXPECT_TRUE(r.diagnosis.findings.empty()) << report(r);
+  ASSERT_EQ(r.diagnosis.lead.size(), 1u) << report(r);
+  EXPECT_EQ(r.diagnosis.lead[0].tensor, TensorId::O);
+  EXPECT_EQ(r.diagnosis.lead[0].detail.at("pattern"), "few");
+  EXPECT_EQ(r.diagnosis.lead[0].detail.at("wrong_elements").get<int>(), 2);
+  // A precision problem: every element off by about 1e-3 relative.
+  TensorSet noisy = right;
+  for (std::size_t n = 0; n < noisy[TensorId::O].size(); ++n)
+    noisy[TensorId::O].flat(n) *= 1.0 + 1e-3 * corpus::junk(n) / 3.0 + 2e-3;
+  const CheckResult u = check_candidate(data, noisy, 64, 64);
+  ASSERT_EQ(u.diagnosis.lead.size(), 1u) << report(u);
+  EXPECT_EQ(u.diagnosis.lead[0].detail.at("pattern"), "uniform") << report(u);
+  // Rows of one tile: the lead names the tile.
+  TensorSet tile = right;
+  for (std::int64_t i = 16; i < 40; ++i)
+    for (std::size_t c = 0; c < 16; ++c)
+      tile[TensorId::O](0, 0, static_cast<std::size_t>(i), c) += 0.3;
+  const CheckResult t = check_candidate(data, tile, 64, 64);
+  ASSERT_EQ(t.diagnosis.lead.size(), 1u) << report(t);
+  EXPECT_EQ(t.diagnosis.lead[0].detail.at("pattern"), "rows");
+  EXPECT_EQ(t.diagnosis.lead[0].detail.at("first_wrong_row").get<int>(), 16);
+  EXPECT_EQ(t.diagnosis.lead[0].detail.at("last_wrong_row").get<int>(), 39);
+}
+
+}  // namespace
