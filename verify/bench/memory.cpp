@@ -6,11 +6,9 @@
 #include <sstream>
 
 namespace flashref::verify {
-namespace {
 
-// A "Vm...:   1234 kB" line of /proc/self/status, in bytes; -1 when absent.
-std::int64_t status_bytes(const std::string& key) {
-  std::ifstream in("/proc/self/status");
+std::int64_t proc_kib_field(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(key + ":", 0) == 0) {
@@ -22,6 +20,11 @@ std::int64_t status_bytes(const std::string& key) {
   }
   return -1;
 }
+
+namespace {
+
+// A "Vm...:   1234 kB" line of /proc/self/status, in bytes; -1 when absent.
+std::int64_t status_bytes(const std::string& key) { return proc_kib_field("/proc/self/status", key); }
 
 bool reset_peak_rss() {
   std::ofstream out("/proc/self/clear_refs");

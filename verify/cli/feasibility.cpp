@@ -12,24 +12,12 @@
 
 #include "flashref/error.hpp"
 #include "flashref/limits.hpp"
+#include "flashref/verify/bench/memory.hpp"
 
 namespace flashref::cli {
 namespace {
 
-// "Key:   1234 kB" in a /proc file, in bytes; -1 when absent.
-std::int64_t proc_kib_field(const std::string& file, const std::string& key) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) {
-      std::istringstream fields(line.substr(key.size() + 1));
-      std::int64_t kib = -1;
-      fields >> kib;
-      return kib < 0 ? -1 : kib * 1024;
-    }
-  }
-  return -1;
-}
+using verify::proc_kib_field;  // "Key: 1234 kB" of a /proc file, in bytes (bench/memory.hpp)
 
 // A file holding one integer (cgroup's memory.max, memory.current); -1 when absent or "max".
 std::int64_t file_integer(const std::string& path) {

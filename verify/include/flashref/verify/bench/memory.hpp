@@ -21,6 +21,10 @@ struct PeakMemory {
 
 PeakMemory measure_peak_rss_growth(const std::function<void()>& call);
 
+// A "Key:   1234 kB" line of a /proc file (/proc/self/status, /proc/meminfo), in bytes; -1 when
+// absent.
+std::int64_t proc_kib_field(const std::string& file, const std::string& key);
+
 // "model name" from /proc/cpuinfo, or "unknown CPU".
 std::string host_cpu_name();
 
