@@ -166,6 +166,8 @@ TEST(KernelCorpusBackward, DkDvTailsNeverWrittenAreNamed) {
       const Problem p = make_problem(1, 2, 1, 100, 100, 16, mask, DType::f32);
       const std::string where = std::string(mask_name(mask)) + (nan ? " NaN" : " junk");
       const CheckResult r = check(p, {}, bwd);
+      // The forward and dQ are untouched.
+      EXPECT_EQ(failed(r), (std::set<TensorId>{TensorId::dK, TensorId::dV})) << where;
       expect_only(r, "tail_rows", {TensorId::dK, TensorId::dV}, where);
       if (codes(r).count("tail_rows") != 0) {
         EXPECT_EQ(finding(r, "tail_rows").detail.at("axis"), "key") << where;
@@ -195,18 +197,21 @@ TEST(KernelCorpusBackward, DMissingOrFromTheWrongQuantityIsNamed) {
 }
 
 // D = rowsum(P * dP) over each key tile instead of the whole row: a different D for every
-// (row, key tile), which no hypothesis models (d_vector fits one D per row). A miss: dQ and dK
-// fail and get a lead, nothing names the cause (docs/verification.md).
-TEST(KernelCorpusBackward, DPerKeyTileFailsWithALeadOnly) {
-  BackwardKernel bwd;
-  bwd.D = DVector::per_key_tile;
-  for (const Case& c : shapes(Mask::causal_top_left)) {
-    const CheckResult r = check(c.problem, {}, bwd);
-    EXPECT_EQ(failed(r), (std::set<TensorId>{TensorId::dQ, TensorId::dK})) << c.name << report(r);
-    EXPECT_TRUE(r.diagnosis.findings.empty()) << c.name << report(r);
-    ASSERT_EQ(r.diagnosis.lead.size(), 2u) << c.name << report(r);
-    EXPECT_EQ(r.diagnosis.lead[0].tensor, TensorId::dQ);
-    EXPECT_EQ(r.diagnosis.lead[1].tensor, TensorId::dK);
+// (row, key tile). Named with the tile size.
+TEST(KernelCorpusBackward, DPerKeyTileIsNamedWithTheTileSize) {
+  for (std::int64_t tile_k : {16, 32}) {
+    BackwardKernel bwd;
+    bwd.D = DVector::per_key_tile;
+    bwd.tile_k = tile_k;
+    for (const Case& c : shapes(Mask::causal_top_left)) {
+      const std::string where = c.name + " B_k " + std::to_string(tile_k);
+      const CheckResult r = check(c.problem, {}, bwd);
+      expect_only(r, "d_vector", {TensorId::dQ, TensorId::dK}, where);
+      if (codes(r).count("d_vector") != 0) {
+        EXPECT_EQ(finding(r, "d_vector").detail.at("mistake"), "per key tile") << where;
+        EXPECT_EQ(finding(r, "d_vector").detail.at("tile_k_fits").get<int>(), tile_k) << where;
+      }
+    }
   }
 }
 

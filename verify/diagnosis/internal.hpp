@@ -57,6 +57,7 @@ std::vector<Hypothesis> output_hypotheses(const Context& ctx);          // unnor
 std::vector<Hypothesis> epsilon_hypotheses(const Context& ctx);         // softmax_epsilon
 std::vector<Hypothesis> gradient_scale_hypotheses(const Context& ctx);  // dq_scale, dk_scale
 std::vector<Hypothesis> d_vector_hypotheses(const Context& ctx);        // d_vector
+std::vector<Hypothesis> d_per_key_tile_hypotheses(const Context& ctx);  // d_vector, per tile
 std::vector<Hypothesis> gqa_hypotheses(const Context& ctx);             // gqa_reduction
 std::vector<Hypothesis> diagonal_hypotheses(const Context& ctx);        // diagonal_tiles
 
