@@ -181,9 +181,11 @@ TEST(KernelCorpusBackward, DMissingOrFromTheWrongQuantityIsNamed) {
   for (DVector D : {DVector::zero, DVector::rowsum_dP}) {
     BackwardKernel bwd;
     bwd.D = D;
-    for (Mask mask : {Mask::none, Mask::causal_top_left})
-      for (const Case& c : shapes(mask)) {
-        const std::string where = c.name + " " + std::string(mask_name(mask)) +
+    // Every shape with top-left causal masking, and one without a mask.
+    std::vector<Case> cases = shapes(Mask::causal_top_left);
+    cases.push_back(shapes(Mask::none)[0]);
+    for (const Case& c : cases) {
+        const std::string where = c.name + " " + std::string(mask_name(c.problem.mask)) +
                                   (D == DVector::zero ? " D = 0" : " D = rowsum(dP)");
         const CheckResult r = check(c.problem, {}, bwd);
         expect_only(r, "d_vector", {TensorId::dQ, TensorId::dK}, where);
@@ -228,7 +230,9 @@ TEST(KernelCorpusBackward, ScaleSlipsAreNamed) {
   for (const Slip& s : slips) {
     BackwardKernel bwd;
     bwd.scale = s.slip;
-    for (const Case& c : shapes(Mask::causal_top_left)) {
+    // A power-of-2 scale (d = 16) and one that is not (d = 24).
+    const std::vector<Case> all = shapes(Mask::causal_top_left);
+    for (const Case& c : {all[0], all[2]}) {
       const CheckResult r = check(c.problem, {}, bwd);
       EXPECT_FALSE(r.passed()) << c.name;
       EXPECT_EQ(codes(r), s.codes) << c.name << "\n" << report(r);
