@@ -170,8 +170,7 @@ inline verify::TensorSet run_backward(const verify::ProblemData& data,
             dQ(n(b), n(h), n(i), n(c)) = round_to(p.grad_dtype, acc_q[n(c)] * after_dq);
         }
       // The dK/dV pass stores its key tiles; a padded key's rows fall past the end.
-      const std::int64_t written =
-          k.dkdv_tail_unwritten ? p.S_k / k.tile_k * k.tile_k : p.S_k;
+      const std::int64_t written = k.dkdv_tail_unwritten ? p.S_k / k.tile_k * k.tile_k : p.S_k;
       for (std::int64_t j = 0; j < p.S_k; ++j)
         for (std::int64_t c = 0; c < p.d; ++c) {
           const std::size_t at = n(j * p.d + c);

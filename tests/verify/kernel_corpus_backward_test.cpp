@@ -89,9 +89,8 @@ void expect_only(const CheckResult& r, const std::string& code, std::set<TensorI
   EXPECT_EQ(codes(r), std::set<std::string>{code}) << where << "\n" << report(r);
   if (codes(r).count(code) == 0) return;
   const diagnosis::Finding& f = finding(r, code);
-  EXPECT_EQ(std::set<TensorId>(f.tensors.begin(), f.tensors.end()), tensors)
-      << where << "\n"
-      << report(r);
+  EXPECT_EQ(std::set<TensorId>(f.tensors.begin(), f.tensors.end()), tensors) << where << "\n"
+                                                                             << report(r);
 }
 
 TEST(KernelCorpusBackward, CorrectFloat32BackwardPasses) {
@@ -135,9 +134,9 @@ TEST(KernelCorpusBackward, PaddedKeysUnmaskedInForwardAndBackwardAreNamedOnEvery
   fwd.pad_keys_unmasked = true;
   BackwardKernel bwd;
   bwd.pad_keys_unmasked = true;
-  const std::set<TensorId> all{TensorId::O, TensorId::L, TensorId::dQ, TensorId::dK,
-                               TensorId::dV};
-  for (const Case& c : shapes(Mask::none)) expect_only(check(c.problem, fwd, bwd), "key_padding_unmasked", all, c.name);
+  const std::set<TensorId> all{TensorId::O, TensorId::L, TensorId::dQ, TensorId::dK, TensorId::dV};
+  for (const Case& c : shapes(Mask::none))
+    expect_only(check(c.problem, fwd, bwd), "key_padding_unmasked", all, c.name);
   const Problem top_left = make_problem(1, 2, 1, 130, 100, 16, Mask::causal_top_left, DType::f32);
   expect_only(check(top_left, fwd, bwd), "key_padding_unmasked", all, "top-left S_q > S_k");
   // Under TF32 too, judged with allow_tf32.
@@ -185,16 +184,16 @@ TEST(KernelCorpusBackward, DMissingOrFromTheWrongQuantityIsNamed) {
     std::vector<Case> cases = shapes(Mask::causal_top_left);
     cases.push_back(shapes(Mask::none)[0]);
     for (const Case& c : cases) {
-        const std::string where = c.name + " " + std::string(mask_name(c.problem.mask)) +
-                                  (D == DVector::zero ? " D = 0" : " D = rowsum(dP)");
-        const CheckResult r = check(c.problem, {}, bwd);
-        expect_only(r, "d_vector", {TensorId::dQ, TensorId::dK}, where);
-        if (codes(r).count("d_vector") != 0) {
-          EXPECT_EQ(finding(r, "d_vector").detail.at("D_used_is_zero").get<bool>(),
-                    D == DVector::zero)
-              << where;
-        }
+      const std::string where = c.name + " " + std::string(mask_name(c.problem.mask)) +
+                                (D == DVector::zero ? " D = 0" : " D = rowsum(dP)");
+      const CheckResult r = check(c.problem, {}, bwd);
+      expect_only(r, "d_vector", {TensorId::dQ, TensorId::dK}, where);
+      if (codes(r).count("d_vector") != 0) {
+        EXPECT_EQ(finding(r, "d_vector").detail.at("D_used_is_zero").get<bool>(),
+                  D == DVector::zero)
+            << where;
       }
+    }
   }
 }
 
@@ -284,8 +283,7 @@ TEST(KernelCorpusBackward, TinyTf32BackwardsWithTheScaleInDsPass) {
     fwd.tf32 = true;
     BackwardKernel bwd;
     bwd.tf32 = true;
-    const CheckResult r =
-        check_candidate(data, run(data, fwd, bwd), 64, 64, {.allow_tf32 = true});
+    const CheckResult r = check_candidate(data, run(data, fwd, bwd), 64, 64, {.allow_tf32 = true});
     expect_clean_pass(r, "seed " + std::to_string(seed) + " " + describe(p));
   }
 }

@@ -311,4 +311,3 @@ TEST(KernelCorpus, NoFindingGivesALead) {
 }
 
 }  // namespace
-

@@ -150,8 +150,7 @@ std::vector<Hypothesis> d_per_key_tile_hypotheses(const Context& ctx) {
       }
     Hypothesis h;
     h.code = "d_vector";
-    h.explanation = "dS used D = rowsum(P * dP) over each key tile of B_k = " +
-                    std::to_string(T) +
+    h.explanation = "dS used D = rowsum(P * dP) over each key tile of B_k = " + std::to_string(T) +
                     " alone, not over the whole row: D_i = rowsum(dO_i * O_i) (Algorithm 2 line "
                     "2) sums every key; compute it once per row before the key loop";
     h.detail = {{"D_used_is_zero", false}, {"mistake", "per key tile"}, {"tile_k_fits", T}};
