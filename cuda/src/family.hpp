@@ -23,9 +23,7 @@ enum class Family {
 
 // The family whose backward kernels a family's backward runs: its own, or sm80's for sm90 (the
 // Hopper backward is not written yet; the mma.sync backward runs on Hopper).
-constexpr Family backward_family(Family f) {
-  return f == Family::sm90 ? Family::sm80 : f;
-}
+constexpr Family backward_family(Family f) { return f == Family::sm90 ? Family::sm80 : f; }
 
 const char* family_name(Family f);
 
