@@ -32,6 +32,7 @@ Gen<std::int64_t> gen_seq(std::int64_t T, std::int64_t max_seq) {
 }
 
 Gen<std::int64_t> gen_head_dim(const CaseBounds& b) {
+  if (!b.head_dims.empty()) return gen::elementOf(b.head_dims);
   if (b.d_multiple > 1) {
     const std::int64_t n = std::max<std::int64_t>(1, b.max_d / b.d_multiple);
     return gen::map(gen::inRange<std::int64_t>(1, n + 1),
@@ -56,7 +57,9 @@ constexpr double kScales[] = {0.0, 1.0, 0.5, 0.03125};  // 0: 1/sqrt(d)
 rc::Gen<VerifyCase> gen_case(const CaseBounds& bounds) {
   const CaseBounds b = bounds;
   return gen::mapcat(
-      gen::pair(gen_tile(b.max_tile), gen_tile(b.max_tile)), [b](std::pair<int, int> tiles) {
+      gen::pair(b.tile_q > 0 ? gen::just(b.tile_q) : gen_tile(b.max_tile),
+                b.tile_k > 0 ? gen::just(b.tile_k) : gen_tile(b.max_tile)),
+      [b](std::pair<int, int> tiles) {
         const std::int64_t T_q = tiles.first > 0 ? tiles.first : cpu::kDefaultTileQ;
         const std::int64_t T_k = tiles.second > 0 ? tiles.second : cpu::kDefaultTileK;
         return gen::mapcat(gen_seq(T_q, b.max_seq), [b, tiles, T_k](std::int64_t S_q) {
@@ -64,7 +67,8 @@ rc::Gen<VerifyCase> gen_case(const CaseBounds& bounds) {
               gen::weightedOneOf<std::int64_t>({{3, gen::just(S_q)}, {4, gen_seq(T_k, b.max_seq)}});
           auto shape = gen::tuple(S_k, gen_head_dim(b), gen::inRange(1, 3) /* B */,
                                   gen::inRange(1, 3) /* H_kv */,
-                                  gen::weightedElement<int>({{3, 1}, {3, 2}, {1, 3}}) /* group */);
+                                  b.gqa ? gen::weightedElement<int>({{3, 1}, {3, 2}, {1, 3}})
+                                        : gen::just(1) /* group */);
           auto flavor = gen::tuple(gen::elementOf(b.masks), gen::elementOf(b.dtypes),
                                    gen::element(Layout::bshd, Layout::bhsd),
                                    gen::weightedElement<bool>({{4, false}, {1, true}}) /* large */,
@@ -82,7 +86,7 @@ rc::Gen<VerifyCase> gen_case(const CaseBounds& bounds) {
             while (B * H_kv * G * per_head > b.max_work && G > 1) --G;
             VerifyCase c;
             c.problem = make_problem(B, H_kv * G, H_kv, S_q, S_k, d, mask, dtype);
-            if (scale_choice > 0) c.problem.scale = kScales[scale_choice];
+            if (scale_choice > 0 && b.other_scales) c.problem.scale = kScales[scale_choice];
             c.tile_q = tiles.first;
             c.tile_k = tiles.second;
             c.seed = seed;
