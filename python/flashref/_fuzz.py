@@ -5,6 +5,7 @@ the C++ driver and calls back into _Runner for each case)."""
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -420,8 +421,9 @@ def check_function(fn: Any, case: Optional[Dict[str, Any]] = None, *, array: Opt
         raise ValueError(f"mask: fn cannot be told about {merged['mask']!r}")
     if s.layout == "bsd" and merged.get("H_kv", merged["H"]) != merged["H"]:
         raise ValueError("H_kv: the course's (B, S, d) layout has no grouped-query attention")
-    if "scale" in merged and merged["scale"] is not None and not s.calling.takes_scale:
-        raise ValueError("scale: fn takes no scale= argument")
+    scale = merged.get("scale")
+    if scale is not None and not s.calling.takes_scale and scale != 1 / math.sqrt(merged["d"]):
+        raise ValueError(f"scale: fn takes no scale= argument, so only 1/sqrt(d) fits, got {scale!r}")
     merged["backward"] = s.backward and bool(merged.get("backward", True))
     tile_q, tile_k = s.tile if s.tile is not None else tiles(None)
     return Report(_core.check_case(s.runner, merged, s.allow_tf32, s.lse_dtype, tile_q, tile_k))

@@ -41,9 +41,8 @@ def test_a_padded_key_bug_fails_and_shrinks_to_one_key_past_a_tile():
     assert not result.passed
     c = result.counterexample
     assert c is not None, str(result)
-    # The smallest failing problem: the keys fill one tile and spill into the next.
-    assert TILE < c["S_k"] <= TILE + 4, str(result)
-    assert c["S_k"] % TILE != 0
+    # The smallest failing problem: the keys fill one tile and spill one key into the next.
+    assert c["S_k"] == TILE + 1, str(result)
     assert result.report is not None and "key_padding_unmasked" in result.report.codes, str(result.report)
     # The repro runs and fails the same way.
     scope = {"padded_keys": padded_keys}

@@ -15,8 +15,21 @@ Gen<int> gen_tile(int max_tile) {
   return gen::weightedOneOf<int>({{8, gen::inRange(1, max_tile + 1)}, {1, gen::just(0)}});
 }
 
+// `g`'s values, shrinking as plain integers towards `target` instead of through the way `g`
+// drew them. A length drawn as 2 tiles - 1 then still shrinks to one tile + 1 (the smallest
+// length with a partial tile after a full one), which the draw's own parts cannot reach by
+// changing one at a time.
+Gen<std::int64_t> with_integer_shrinks(Gen<std::int64_t> g, std::int64_t target) {
+  return Gen<std::int64_t>([g, target](const rc::Random& random, int size) {
+    return rc::shrinkable::shrinkRecur(g(random, size).value(), [target](std::int64_t x) {
+      return rc::shrink::towards(x, target);
+    });
+  });
+}
+
 // A sequence length for tiles of T rows: biased to 1, shorter than a tile, and a multiple
 // of the tile plus -1, 0 or +1 (the last tile partial by one row, full, or one row long).
+// It shrinks as an integer towards 1.
 Gen<std::int64_t> gen_seq(std::int64_t T, std::int64_t max_seq) {
   const std::int64_t below_tile = std::max<std::int64_t>(1, std::min(T, max_seq));
   const std::int64_t max_tiles = std::max<std::int64_t>(1, max_seq / T);
@@ -25,10 +38,12 @@ Gen<std::int64_t> gen_seq(std::int64_t T, std::int64_t max_seq) {
       [T, max_seq](const std::tuple<std::int64_t, std::int64_t>& t) {
         return std::clamp(std::get<0>(t) * T + std::get<1>(t), std::int64_t{1}, max_seq);
       });
-  return gen::weightedOneOf<std::int64_t>({{1, gen::just<std::int64_t>(1)},
-                                           {2, gen::inRange<std::int64_t>(1, below_tile + 1)},
-                                           {3, near_multiple},
-                                           {4, gen::inRange<std::int64_t>(1, max_seq + 1)}});
+  return with_integer_shrinks(
+      gen::weightedOneOf<std::int64_t>({{1, gen::just<std::int64_t>(1)},
+                                        {2, gen::inRange<std::int64_t>(1, below_tile + 1)},
+                                        {3, near_multiple},
+                                        {4, gen::inRange<std::int64_t>(1, max_seq + 1)}}),
+      1);
 }
 
 Gen<std::int64_t> gen_head_dim(const CaseBounds& b) {
