@@ -146,9 +146,11 @@ class _Runner:
         torch = _torch()
         t_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[case["dtype"]]
         backward = self.backward and case["backward"]
+        # A Function saves L only when it records a graph: record one to find L.
+        graph = backward or self.calling.function_class
         q, k, v = (torch.from_numpy(arrays[n]).to(device=self.device, dtype=t_dtype)
-                   .requires_grad_(backward) for n in ("q", "k", "v"))
-        with torch.enable_grad() if backward else torch.no_grad():
+                   .requires_grad_(graph) for n in ("q", "k", "v"))
+        with torch.enable_grad() if graph else torch.no_grad():
             o, lse = self._split(self.calling(q, k, v, case["mask"], case["scale"]))
         if lse is None and self.calling.function_class and o.grad_fn is not None:
             lse = _saved_lse(o, q)

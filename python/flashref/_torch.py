@@ -6,8 +6,7 @@ without graph breaks; differentiable through register_autograd.
 
 Imported only when torch is (flashref/__init__.py): the package works without it."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: torch.library reads the custom ops' annotations.
 import math
 from typing import Optional, Tuple
 
