@@ -199,8 +199,14 @@ FuzzOutcome fuzz(const nb::callable& run, const FuzzArgs& args, const nb::object
         return {verify::CaseOutcome::Kind::fail, std::string("fn's outputs: ") + e.what()};
       }
     }
-    CheckReport report{c.problem, verify::check_candidate(data, candidate, report_tile_q,
-                                                          report_tile_k, precision)};
+    CheckReport report{c.problem, {}};
+    try {
+      report.result = verify::check_candidate(data, candidate, report_tile_q, report_tile_k, precision);
+    } catch (const std::exception& e) {
+      // The judge refused what fn returned (a tensor of the wrong shape): fn is wrong here.
+      outcome.report.reset();
+      return {verify::CaseOutcome::Kind::fail, std::string("fn's outputs: ") + e.what()};
+    }
     if (report.result.passed()) return {};
     verify::CaseOutcome fail{verify::CaseOutcome::Kind::fail, failure_lines(report.result)};
     outcome.report = std::move(report);

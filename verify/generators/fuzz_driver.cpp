@@ -117,6 +117,11 @@ FuzzDriverResult run_fuzz_cases(const FuzzLimits& s, const CaseBounds& bounds,
       result.gave_up = r.get<rc::detail::Error>().description;
       break;
     }
+    if (r.is<rc::detail::FailureResult>() && !failed) {
+      // The judge threw instead of returning an outcome: never a pass.
+      result.gave_up = "the judge threw: " + r.get<rc::detail::FailureResult>().description;
+      break;
+    }
     if (failed || interrupted() || s.seconds <= 0.0 || out_of_time()) break;
     if (s.cases > 0 && progress.cases >= s.cases) break;
   }
