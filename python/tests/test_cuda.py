@@ -156,3 +156,11 @@ def test_a_triton_kernel_with_tf32_on_then_off():
     # bf16 and f16 too (TF32 does not apply to them).
     r = flashref.fuzz(ieee, **{**common, "dtypes": ["bfloat16", "float16"]})
     assert r.passed, str(r)
+
+
+def test_rows_the_kernels_cannot_load_in_place_are_copied_once():
+    torch.manual_seed(0)
+    # A row stride of 65 elements: not a whole number of 16 bytes, so flashref copies.
+    q, k, v = (torch.randn(1, 2, 96, 65, device="cuda", dtype=torch.bfloat16)[..., :64] for _ in range(3))
+    report = judged(q, k, v, "causal")
+    assert report.passed, str(report)
