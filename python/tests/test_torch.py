@@ -113,8 +113,9 @@ def test_fuzz_with_autograd_passes_flashrefs_own_function_and_a_torch_reference(
     def reference(q, k, v, mask, scale):
         return naive(q, k, v, mask=mask, scale=scale)
 
+    # Not bottom-right: this reference's gradients of fully masked rows are NaN (exp(-inf + inf)).
     result = flashref.fuzz(reference, max_cases=15, seed=2, device="cpu", dtypes=["float32"],
-                           progress=False)
+                           masks=["none", "causal"], progress=False)
     assert result.passed, str(result)
 
 
