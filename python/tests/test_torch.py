@@ -22,7 +22,10 @@ def naive(q, k, v, is_causal=False, mask=None, scale=None):
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    s = (q @ k.transpose(-1, -2)).float() * scale
+    # Scores and O accumulate in float32 at least, as FlashAttention does (a bf16 matmul on the CPU
+    # rounds S itself to bf16, which no correct kernel does).
+    acc = torch.promote_types(q.dtype, torch.float32)
+    s = (q.to(acc) @ k.to(acc).transpose(-1, -2)) * scale
     S_q, S_k = q.shape[2], k.shape[2]
     if mask != "none":
         shift = 0 if mask == "causal" else S_k - S_q
@@ -30,7 +33,7 @@ def naive(q, k, v, is_causal=False, mask=None, scale=None):
         s = s.masked_fill(~keep.to(s.device), float("-inf"))
     lse = torch.logsumexp(s, -1)
     p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    o = (p.to(v.dtype) @ v)
+    o = (p @ v.to(acc)).to(v.dtype)
     return (o[:, 0], lse[:, 0]) if course else (o, lse)
 
 
