@@ -25,14 +25,14 @@
 
 namespace flashref::cuda::kernels::sm90 {
 
-template <typename Element_, int kD_, int kStages_>
+template <typename Element_, int kD_, int kStages_, int kBlockN_>
 struct BwdDqTraits {
   using Element = Element_;
   static constexpr int kD = kD_;
   static constexpr int kStages = kStages_;  // (K_j, V_j) stages
   static constexpr int kConsumers = 2;      // warpgroups of 64 query rows
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
-  static constexpr int kBlockN = 64;               // B_k
+  static constexpr int kBlockN = kBlockN_;         // B_k
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;

@@ -31,11 +31,16 @@ struct FwdConfig<Element, 128> {
   using Traits = FwdTraits<Element, 128, 2, 2, true>;
 };
 
-// The backward's two passes (dQ; dK and dV), two stages each. First version: to be timed.
+// The backward's two passes (dQ; dK and dV): three stages in both, and at d = 64 the dQ pass
+// with B_k = 128 (it has the registers: S and dP 64 + 64, dQ 32, dS 32). Runs 10e and 10f
+// (bench/results/2026-12-01-h200-run10/variants-*.txt), leaderboard backward at d = 64, medians
+// of 20 per round: run 10's two stages and B_k = 64, 4.29-4.32 ms; B_k = 128, 3.85-4.05; three
+// stages, 3.98-4.02; both (kept), 3.83-4.05. At d = 128 every choice is within the spread
+// (7.02-7.22). FlashAttention-3's grid at S = 1k (d = 64): 0.955 ms, 0.900, 0.920, 0.905.
 template <typename Element, int kD>
 struct BwdConfig {
-  using Dq = BwdDqTraits<Element, kD, 2>;
-  using Dkv = BwdDkvTraits<Element, kD, 2>;
+  using Dq = BwdDqTraits<Element, kD, 3, kD == 64 ? 128 : 64>;
+  using Dkv = BwdDkvTraits<Element, kD, 3>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90
