@@ -139,7 +139,7 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
   const double alpha = m_old == -kInf ? 0.0 : std::exp(m_old - m_new);
   const double tol = std::max(c.limit, 0.01 * c.candidate_err);
   const auto fits = [&](double hypothesis) {
-    return std::isfinite(hypothesis) && std::fabs(c.found - hypothesis) <= tol;
+    return hypothesis == c.found || std::fabs(c.found - hypothesis) <= tol;
   };
   const auto in_convention = [&](const detail::RowStates& row) {
     switch (c.quantity) {
