@@ -143,6 +143,10 @@ int run_check(const CheckSettings& s) {
   for (const auto& [path, id] : files) {
     if (!path->empty()) candidate[id] = load_candidate(*path, id, p);
   }
+  if (s.states.empty() && !s.select.empty()) {
+    throw InvalidArgument("--select", "--select says which part of the problem --states holds: "
+                                      "give --states DIR");
+  }
   if (candidate.empty() && s.states.empty()) {
     throw InvalidArgument("--o", "nothing to check: give --o (and --lse, --dq, --dk, --dv), or "
                                  "--states DIR");
@@ -166,9 +170,6 @@ int run_check(const CheckSettings& s) {
     shape = verify::states_shape(p, *grid);
     require_states_fit(p, *shape);
     states = read_states(s.states, p, *shape, state_files);
-  } else if (!s.select.empty()) {
-    throw InvalidArgument("--select", "--select says which part of the problem --states holds: "
-                                      "give --states DIR");
   }
   if (tile_q == 0) tile_q = kReportTile;
   if (tile_k == 0) tile_k = kReportTile;
