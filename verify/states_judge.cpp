@@ -1,6 +1,7 @@
 // Judging a candidate's states step by step, and naming the first step that fails
 // (states.hpp; docs/verification.md, "Judging states").
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -99,9 +100,15 @@ double misfit(const Cand& cand, const Gold& gold, double factor) {
 
 double normalized(double acc, double l) { return l > 0.0 ? acc / l : 0.0; }
 
+std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, r < 1000.0 ? "%.2f" : "%.1e", r);
+  return buf;
+}
+
 std::string check_word(const StepCheck& c) {
   return std::string(state_name(c.quantity)) + (c.pass ? " right" : " wrong") + " (ratio " +
-         num(c.ratio) + ")";
+         ratio_text(c.ratio) + ")";
 }
 
 // What the failing step's numbers say, and a known mistake when one fits.
@@ -171,6 +178,22 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
         << ") and the found l equals l_old + rowsum(P~): l was not multiplied by exp(m_old - m) "
            "= "
         << num(alpha) << " (line 12).";
+    for (const StepCheck& o : f.this_step) {
+      if (o.quantity != StateQuantity::acc || o.pass || conv.acc_normalized) continue;
+      const double a_old = gold.value.acc(z(a), z(bh), z(iq), z(c.j - 1), z(o.row - c.i * s.B_q),
+                                          z(o.col));
+      const double a_new =
+          gold.value.acc(z(a), z(bh), z(iq), z(c.j), z(o.row - c.i * s.B_q), z(o.col));
+      const double row_alpha = std::exp(gold.value.m(z(a), z(bh), z(iq), z(c.j - 1),
+                                                     z(o.row - c.i * s.B_q)) -
+                                        gold.value.m(z(a), z(bh), z(iq), z(c.j),
+                                                     z(o.row - c.i * s.B_q)));
+      const double hypothesis = a_old + (a_new - row_alpha * a_old);
+      if (std::fabs(o.found - hypothesis) <= std::max(o.limit, 0.01 * o.candidate_err)) {
+        why << " acc was not rescaled either (line 13): the factor exp(m_old - m) was 1 for "
+               "both, as when it is computed after m was overwritten with the new max.";
+      }
+    }
   } else if (c.quantity == StateQuantity::acc && !conv.acc_normalized && c.j > 0 &&
              alpha != 1.0 && fits(A(c.j - 1) + (A(c.j) - alpha * A(c.j - 1)))) {
     f.cause = "acc_not_rescaled";
