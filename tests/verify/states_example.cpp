@@ -1,7 +1,8 @@
 // Writes the example of docs/walkthrough.md, "Debugging a broken kernel step by step": the
 // inputs Q, K, V and the states of a kernel (states_kernel.hpp) with the classic bug of a
-// Triton online softmax: the rescale factor computed after m was overwritten, so
-// alpha = exp(m_new - m_new) = 1 and neither l nor acc is rescaled when the max grows.
+// Triton online softmax, the rescale factor computed after m was overwritten, so
+// alpha = exp(m_new - m_new) = 1 and neither l nor acc is rescaled when the max grows
+// (states/); and the states of the same kernel fixed (fixed/).
 //
 //   build/tests/verify/states_example_writer docs/examples/broken-kernel
 #include <filesystem>
@@ -42,8 +43,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::filesystem::path dir = argv[1];
-  std::filesystem::create_directories(dir / "states");
-  const Problem p = make_problem(1, 1, 1, 8, 12, 4, Mask::none, DType::f32);
+    const Problem p = make_problem(1, 1, 1, 8, 12, 4, Mask::none, DType::f32);
   const verify::ProblemData data = verify::make_problem_data(p, {1, false, verify::Layout::bhsd});
   verify::write_npy((dir / "q.npy").string(), as_array(data.q));
   verify::write_npy((dir / "k.npy").string(), as_array(data.k));
@@ -53,10 +53,19 @@ int main(int argc, char** argv) {
   k.B_k = 4;
   k.l_not_rescaled = true;
   k.acc_rescaled_new_max = true;
-  const verify::CandidateStates s = states_kernel::run(data, k);
-  verify::write_npy((dir / "states" / "m.npy").string(), as_float(*s.m));
-  verify::write_npy((dir / "states" / "l.npy").string(), as_float(*s.l));
-  verify::write_npy((dir / "states" / "acc.npy").string(), as_float(*s.acc));
-  std::cout << "wrote " << dir.string() << "/{q,k,v}.npy and states/{m,l,acc}.npy\n";
+  const auto write = [&](const std::string& folder, const states_kernel::Kernel& kernel) {
+    std::filesystem::create_directories(dir / folder);
+    const verify::CandidateStates s = states_kernel::run(data, kernel);
+    verify::write_npy((dir / folder / "m.npy").string(), as_float(*s.m));
+    verify::write_npy((dir / folder / "l.npy").string(), as_float(*s.l));
+    verify::write_npy((dir / folder / "acc.npy").string(), as_float(*s.acc));
+  };
+  write("states", k);
+  // The same kernel with the factor computed before m is overwritten.
+  k.l_not_rescaled = false;
+  k.acc_rescaled_new_max = false;
+  write("fixed", k);
+  std::cout << "wrote " << dir.string()
+            << "/{q,k,v}.npy, states/{m,l,acc}.npy (broken) and fixed/{m,l,acc}.npy\n";
   return 0;
 }
