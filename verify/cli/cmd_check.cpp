@@ -124,6 +124,22 @@ int run_check(const CheckSettings& s) {
   const std::optional<DType> grad_dtype =
       s.grad_dtype.empty() ? std::nullopt
                            : std::optional(parse_dtype_option(s.grad_dtype, "--grad-dtype"));
+  // The states: the kernel's own tiles, and the mirror has no TF32 products.
+  verify::StatesGrid states_grid{tile_q, tile_k};
+  if (!s.states.empty()) {
+    if (tile_q == 0 || tile_k == 0) {
+      throw InvalidArgument("--tile", "--states needs your kernel's tiles: give --tile B_q,B_k");
+    }
+    if (s.allow_tf32) {
+      throw InvalidArgument("--allow-tf32", "the states are judged against the cpu mirror, "
+                                            "which has no TF32 products: drop --allow-tf32 or "
+                                            "--states");
+    }
+    if (!s.select.empty()) parse_select(s.select, states_grid);
+  } else if (!s.select.empty()) {
+    throw InvalidArgument("--select", "--select says which part of the problem --states holds: "
+                                      "give --states DIR");
+  }
   NpyProblem input = load_npy_problem(s.inputs);
   Problem& p = input.data.problem;
   if (grad_dtype) p.grad_dtype = *grad_dtype;
@@ -143,30 +159,16 @@ int run_check(const CheckSettings& s) {
   for (const auto& [path, id] : files) {
     if (!path->empty()) candidate[id] = load_candidate(*path, id, p);
   }
-  if (s.states.empty() && !s.select.empty()) {
-    throw InvalidArgument("--select", "--select says which part of the problem --states holds: "
-                                      "give --states DIR");
-  }
   if (candidate.empty() && s.states.empty()) {
     throw InvalidArgument("--o", "nothing to check: give --o (and --lse, --dq, --dk, --dv), or "
                                  "--states DIR");
   }
-  // The states: the kernel's own tiles, and the mirror has no TF32 products.
   std::optional<verify::StatesGrid> grid;
   std::optional<verify::StatesShape> shape;
   verify::CandidateStates states;
   std::vector<std::string> state_files;
   if (!s.states.empty()) {
-    if (tile_q == 0 || tile_k == 0) {
-      throw InvalidArgument("--tile", "--states needs your kernel's tiles: give --tile B_q,B_k");
-    }
-    if (s.allow_tf32) {
-      throw InvalidArgument("--allow-tf32", "the states are judged against the cpu mirror, "
-                                            "which has no TF32 products: drop --allow-tf32 or "
-                                            "--states");
-    }
-    grid = verify::StatesGrid{tile_q, tile_k};
-    if (!s.select.empty()) parse_select(s.select, *grid);
+    grid = states_grid;
     shape = verify::states_shape(p, *grid);
     require_states_fit(p, *shape);
     states = read_states(s.states, p, *shape, state_files);
