@@ -8,6 +8,7 @@
 
 #include "flashref/cpu/backend.hpp"
 #include "flashref/cpu/isa.hpp"
+#include "flashref/detail/parallel_errors.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/noise_floor.hpp"
 #include "flashref/verify/runner.hpp"
@@ -289,34 +290,37 @@ GoldForwardStates gold_forward_states(const ProblemData& data, const StatesGrid&
   g.sigma_l = xt::zeros<double>(shape.vector_shape());
   g.sigma_acc = xt::zeros<double>(shape.matrix_shape());
   g.sigma_acc_normalized = xt::zeros<double>(shape.matrix_shape());
-  for (std::int64_t a = 0; a < shape.nb; ++a)
-    for (std::int64_t bh = 0; bh < shape.nh; ++bh) {
-      const std::int64_t b = shape.b0 + a, h = shape.h0 + bh;
-      for (std::int64_t iq = 0; iq < shape.nq; ++iq) {
-        const std::int64_t i = shape.i0 + iq;
-        for (std::int64_t r = 0; r < shape.B_q && i * shape.B_q + r < p.S_q; ++r) {
-          const std::int64_t q = i * shape.B_q + r;
-          const detail::RowStates row =
-              detail::gold_row(data, b, h, q, shape.B_k, p.last_visible_key(q), p.S_k, true);
-          for (std::int64_t j = 0; j < shape.T_k; ++j) {
-            const auto at = [&](auto& arr) -> double& {
-              return arr(z(a), z(bh), z(iq), z(j), z(r));
-            };
-            at(g.value.m) = row.m[z(j)];
-            at(g.value.l) = row.l[z(j)];
-            at(g.sigma_m) = row.sigma_m[z(j)];
-            at(g.sigma_l) = row.sigma_l[z(j)];
-            for (std::int64_t c = 0; c < shape.d; ++c) {
-              const std::size_t n = z(j * shape.d + c);
-              g.value.acc(z(a), z(bh), z(iq), z(j), z(r), z(c)) = row.acc[n];
-              g.sigma_acc(z(a), z(bh), z(iq), z(j), z(r), z(c)) = row.sigma_acc[n];
-              g.sigma_acc_normalized(z(a), z(bh), z(iq), z(j), z(r), z(c)) =
-                  row.sigma_acc_normalized[n];
-            }
-          }
+  // Rows are independent: one task per (batch, head, query tile, row) of the arrays.
+  const std::int64_t n_rows = shape.nb * shape.nh * shape.nq * shape.B_q;
+  flashref::detail::ParallelErrors errors;
+#pragma omp parallel for schedule(dynamic, 16)
+  for (std::int64_t n = 0; n < n_rows; ++n) {
+    errors.run([&] {
+      const std::int64_t r = n % shape.B_q, iq = n / shape.B_q % shape.nq;
+      const std::int64_t bh = n / (shape.B_q * shape.nq) % shape.nh;
+      const std::int64_t a = n / (shape.B_q * shape.nq * shape.nh);
+      const std::int64_t b = shape.b0 + a, h = shape.h0 + bh, i = shape.i0 + iq;
+      const std::int64_t q = i * shape.B_q + r;
+      if (q >= p.S_q) return;  // rows past S_q stay NaN
+      const detail::RowStates row =
+          detail::gold_row(data, b, h, q, shape.B_k, p.last_visible_key(q), p.S_k, true);
+      for (std::int64_t j = 0; j < shape.T_k; ++j) {
+        const auto at = [&](auto& arr) -> double& { return arr(z(a), z(bh), z(iq), z(j), z(r)); };
+        at(g.value.m) = row.m[z(j)];
+        at(g.value.l) = row.l[z(j)];
+        at(g.sigma_m) = row.sigma_m[z(j)];
+        at(g.sigma_l) = row.sigma_l[z(j)];
+        for (std::int64_t c = 0; c < shape.d; ++c) {
+          const std::size_t e = z(j * shape.d + c);
+          g.value.acc(z(a), z(bh), z(iq), z(j), z(r), z(c)) = row.acc[e];
+          g.sigma_acc(z(a), z(bh), z(iq), z(j), z(r), z(c)) = row.sigma_acc[e];
+          g.sigma_acc_normalized(z(a), z(bh), z(iq), z(j), z(r), z(c)) =
+              row.sigma_acc_normalized[e];
         }
       }
-    }
+    });
+  }
+  errors.rethrow();
   return g;
 }
 
