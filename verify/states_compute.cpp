@@ -198,8 +198,9 @@ RowStates gold_row(const ProblemData& data, std::int64_t b, std::int64_t h, std:
     s.sigma_l.assign(z(T_k), 0.0);
     s.sigma_acc.assign(z(T_k * d), 0.0);
     s.sigma_acc_normalized.assign(z(T_k * d), 0.0);
+    s.acc_terms.assign(z(T_k * d), 0.0);
   }
-  std::vector<double> qv(z(d)), acc(z(d), 0.0), A2(z(d), 0.0), B2(z(d), 0.0), v_star(z(d), 0.0);
+  std::vector<double> qv(z(d)), acc(z(d), 0.0), terms(z(d), 0.0), A2(z(d), 0.0), B2(z(d), 0.0), v_star(z(d), 0.0);
   for (std::int64_t c = 0; c < d; ++c) qv[z(c)] = data.q.get(b, h, q, c);
   double m = kNegInf, l = 0.0, Q2 = 0.0, eps_star = 0.0;
   std::vector<double> score, eps;
@@ -236,6 +237,7 @@ RowStates gold_row(const ProblemData& data, std::int64_t b, std::int64_t h, std:
       Q2 *= alpha * alpha;
       for (std::int64_t c = 0; c < d; ++c) {
         acc[z(c)] *= alpha;
+        terms[z(c)] *= alpha;
         A2[z(c)] *= alpha * alpha;
         B2[z(c)] *= alpha * alpha;
       }
@@ -248,6 +250,7 @@ RowStates gold_row(const ProblemData& data, std::int64_t b, std::int64_t h, std:
         for (std::int64_t c = 0; c < d; ++c) {
           const double v = k < p.S_k ? static_cast<double>(data.v.get(b, h_kv, k, c)) : 0.0;
           acc[z(c)] += P * v;
+          terms[z(c)] += P * std::fabs(v);
           A2[z(c)] += P * P * v * v * e2;
           B2[z(c)] += P * P * v * e2;
         }
@@ -269,6 +272,7 @@ RowStates gold_row(const ProblemData& data, std::int64_t b, std::int64_t h, std:
     s.sigma_m[z(j)] = eps_star;
     s.sigma_l[z(j)] = std::sqrt(std::max(0.0, Q2 - es2 + (l - 1.0) * (l - 1.0) * es2));
     for (std::int64_t c = 0; c < d; ++c) {
+      s.acc_terms[z(j * d + c)] = terms[z(c)];
       const double vs = v_star[z(c)], a = acc[z(c)], o = a / l;
       s.sigma_acc[z(j * d + c)] =
           std::sqrt(std::max(0.0, A2[z(c)] - vs * vs * es2 + (a - vs) * (a - vs) * es2));
@@ -290,6 +294,7 @@ GoldForwardStates gold_forward_states(const ProblemData& data, const StatesGrid&
   g.sigma_l = xt::zeros<double>(shape.vector_shape());
   g.sigma_acc = xt::zeros<double>(shape.matrix_shape());
   g.sigma_acc_normalized = xt::zeros<double>(shape.matrix_shape());
+  g.acc_terms = xt::zeros<double>(shape.matrix_shape());
   // Rows are independent: one task per (batch, head, query tile, row) of the arrays.
   const std::int64_t n_rows = shape.nb * shape.nh * shape.nq * shape.B_q;
   flashref::detail::ParallelErrors errors;
@@ -316,6 +321,7 @@ GoldForwardStates gold_forward_states(const ProblemData& data, const StatesGrid&
           g.sigma_acc(z(a), z(bh), z(iq), z(j), z(r), z(c)) = row.sigma_acc[e];
           g.sigma_acc_normalized(z(a), z(bh), z(iq), z(j), z(r), z(c)) =
               row.sigma_acc_normalized[e];
+          g.acc_terms(z(a), z(bh), z(iq), z(j), z(r), z(c)) = row.acc_terms[e];
         }
       }
     });

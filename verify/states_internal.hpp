@@ -13,6 +13,7 @@ struct RowStates {
   std::vector<double> m, l;  // [j]: after key tiles 0..j
   std::vector<double> acc;   // [j * d + c]
   std::vector<double> sigma_m, sigma_l, sigma_acc, sigma_acc_normalized;  // with_noise only
+  std::vector<double> acc_terms;  // [j * d + c]: sum of P~ |V| so far (with_noise only)
 };
 
 // Alg. 1 lines 9-13 for query row q of head (b, h), in double, over key tiles of B_k keys.

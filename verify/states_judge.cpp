@@ -42,6 +42,9 @@ struct Quantity {
   StateQuantity q;
   std::int64_t cols = 1;  // d for acc
   std::function<double(std::size_t)> candidate, gold, baseline, sigma;
+  // The size the floor's rounding part is taken at: |gold| for m and l (l sums positive
+  // terms), the sum of |terms| for acc (which may cancel).
+  std::function<double(std::size_t)> size;
 };
 
 std::size_t flat(const StatesShape& s, std::int64_t a, std::int64_t bh, std::int64_t iq,
@@ -66,7 +69,8 @@ StepCheck check_step(const Quantity& Q, const Problem& p, const StatesShape& s, 
       const std::size_t n = flat(s, a, bh, iq, j, r) * z(Q.cols) + z(col);
       const double g = Q.gold(n), found = Q.candidate(n);
       const double e = error(found, g);
-      if (std::isfinite(g)) max_gold = std::max(max_gold, std::fabs(g));
+      const double size = Q.size ? Q.size(n) : std::fabs(g);
+      if (std::isfinite(size)) max_gold = std::max(max_gold, size);
       max_sigma = std::max(max_sigma, Q.sigma(n));
       c.baseline_err = std::max(c.baseline_err, error(Q.baseline(n), g));
       if (first || e > c.candidate_err || (std::isnan(found) && !std::isnan(c.found))) {
@@ -335,13 +339,15 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
     quantities.push_back({StateQuantity::m, 1, [&c = *cand.m](std::size_t n) { return c.flat(n); },
                           [&gold, f](std::size_t n) { return gold.value.m.flat(n) * f; },
                           [&base, f](std::size_t n) { return base.m.flat(n) * f; },
-                          [&gold, f](std::size_t n) { return gold.sigma_m.flat(n) * f; }});
+                          [&gold, f](std::size_t n) { return gold.sigma_m.flat(n) * f; },
+                          nullptr});
   }
   if (cand.l) {
     quantities.push_back({StateQuantity::l, 1, [&c = *cand.l](std::size_t n) { return c.flat(n); },
                           [&gold](std::size_t n) { return gold.value.l.flat(n); },
                           [&base](std::size_t n) { return base.l.flat(n); },
-                          [&gold](std::size_t n) { return gold.sigma_l.flat(n); }});
+                          [&gold](std::size_t n) { return gold.sigma_l.flat(n); },
+                          nullptr});
   }
   if (cand.acc) {
     const std::size_t d = z(s.d);
@@ -352,13 +358,17 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
              return normalized(gold.value.acc.flat(n), gold.value.l.flat(n / d));
            },
            [&base, d](std::size_t n) { return normalized(base.acc.flat(n), base.l.flat(n / d)); },
-           [&gold](std::size_t n) { return gold.sigma_acc_normalized.flat(n); }});
+           [&gold](std::size_t n) { return gold.sigma_acc_normalized.flat(n); },
+           [&gold, d](std::size_t n) {
+             return normalized(gold.acc_terms.flat(n), gold.value.l.flat(n / d));
+           }});
     } else {
       quantities.push_back(
           {StateQuantity::acc, s.d, [&c = *cand.acc](std::size_t n) { return c.flat(n); },
            [&gold](std::size_t n) { return gold.value.acc.flat(n); },
            [&base](std::size_t n) { return base.acc.flat(n); },
-           [&gold](std::size_t n) { return gold.sigma_acc.flat(n); }});
+           [&gold](std::size_t n) { return gold.sigma_acc.flat(n); },
+           [&gold](std::size_t n) { return gold.acc_terms.flat(n); }});
     }
   }
   for (const Quantity& q : quantities) report.quantities.push_back({q.q, 0, 0, {}});

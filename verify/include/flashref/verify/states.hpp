@@ -69,6 +69,10 @@ struct GoldForwardStates {
   xt::xtensor<double, 5> sigma_m, sigma_l;
   xt::xtensor<double, 6> sigma_acc;             // of the unnormalized accumulator
   xt::xtensor<double, 6> sigma_acc_normalized;  // of acc / l (the FlashAttention-1 convention)
+  // The size of the terms summed into acc: sum over the keys seen of P~ |V| (divide by l for the
+  // normalized convention). The floor's rounding part is taken at this size, not at |acc|:
+  // two correct kernels round the terms, and the sum may cancel (docs/verification.md).
+  xt::xtensor<double, 6> acc_terms;
 };
 
 // The cpu mirror's states in the problem's precision (P~ rounded to a 16-bit dtype before
