@@ -167,8 +167,8 @@ std::string format_states(const verify::StatesReport& r, const verify::StatesSha
     << ")\n";
   o << "rule:    per step (b, h, i, j), over the tile's rows: max abs err <= 2 * the baseline "
        "state's err + floor; baseline = the cpu mirror of Algorithm 1 in the candidate's "
-       "precision; floor = 2 float32 rounding steps at the step's max|gold| + 3 sigma of the "
-       "score rounding; rows past S_q and key tiles a causal kernel skips are ignored\n\n";
+       "precision; floor = 2 float32 rounding steps at the step's max|gold| (acc: at its terms' "
+       "max sum |P~ V|) + 3 sigma of the score rounding; rows past S_q and key tiles a causal kernel skips are ignored\n\n";
   o << pad("state", 6) << pad("line", 5) << pad("steps", 6) << pad("failed", 7)
     << pad("worst ratio", 12) << pad("at (b,h,i,j)", 13) << pad("its err", 10) << "its limit\n";
   for (const verify::QuantitySummary& q : r.quantities) {

@@ -136,7 +136,8 @@ struct StatesReport {
 
 // Judges `candidate` step by step, walking (b, h, i, j) in the algorithm's order and at each
 // step m, l, acc in line order; the first failing one is the first divergence. k = 2 (as O);
-// floor = 2 float32 rounding steps at the step's max|gold| + 3 sigma (docs/verification.md).
+// floor = 2 float32 rounding steps at the step's max|gold| (for acc, at the size of its terms,
+// GoldForwardStates::acc_terms) + 3 sigma (docs/verification.md, "Judging states").
 // Throws InvalidArgument("states", ...) when no quantity is given, ("m.npy", ...) etc. for a
 // shape that is not the layout's.
 StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& grid,
