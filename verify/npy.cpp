@@ -317,4 +317,16 @@ void write_npy(const std::string& path, const xt::xarray<float>& values, DType d
   if (!out) fail(path, "write failed (disk full?)");
 }
 
+void write_npy_f64(const std::string& path, const xt::xarray<double>& values) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) fail(path, std::string("cannot open for writing (") + std::strerror(errno) + ")");
+  const auto& shape = values.shape();
+  const std::vector<std::size_t> dims(shape.begin(), shape.end());
+  xt::detail::write_header(out, "<f8", false, dims);
+  write_all(out, reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double),
+            path);
+  out.close();
+  if (!out) fail(path, "write failed (disk full?)");
+}
+
 }  // namespace flashref::verify

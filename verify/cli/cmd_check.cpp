@@ -14,6 +14,7 @@
 #include "feasibility.hpp"
 #include "npy_problem.hpp"
 #include "option_parsers.hpp"
+#include "states_files.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -29,6 +30,7 @@ struct CheckSettings {
   std::string lse_dtype = "f32";
   bool allow_tf32 = false;
   bool json = false;
+  std::string states, select;  // --states DIR, --select b,h[,i]
 };
 
 int run_check(const CheckSettings& s) {
@@ -37,6 +39,22 @@ int run_check(const CheckSettings& s) {
   const std::optional<DType> grad_dtype =
       s.grad_dtype.empty() ? std::nullopt
                            : std::optional(parse_dtype_option(s.grad_dtype, "--grad-dtype"));
+  // The states: the kernel's own tiles, and the mirror has no TF32 products.
+  verify::StatesGrid states_grid{tile_q, tile_k};
+  if (!s.states.empty()) {
+    if (tile_q == 0 || tile_k == 0) {
+      throw InvalidArgument("--tile", "--states needs your kernel's tiles: give --tile B_q,B_k");
+    }
+    if (s.allow_tf32) {
+      throw InvalidArgument("--allow-tf32", "the states are judged against the cpu mirror, "
+                                            "which has no TF32 products: drop --allow-tf32 or "
+                                            "--states");
+    }
+    if (!s.select.empty()) parse_select(s.select, states_grid);
+  } else if (!s.select.empty()) {
+    throw InvalidArgument("--select", "--select says which part of the problem --states holds: "
+                                      "give --states DIR");
+  }
   NpyProblem input = load_npy_problem(s.inputs);
   Problem& p = input.data.problem;
   if (grad_dtype) p.grad_dtype = *grad_dtype;
@@ -56,21 +74,62 @@ int run_check(const CheckSettings& s) {
   for (const auto& [path, id] : files) {
     if (!path->empty()) candidate[id] = load_candidate(*path, id, p);
   }
-  if (candidate.empty()) {
-    throw InvalidArgument("--o", "nothing to check: give --o (and --lse, --dq, --dk, --dv)");
+  if (candidate.empty() && s.states.empty()) {
+    throw InvalidArgument("--o", "nothing to check: give --o (and --lse, --dq, --dk, --dv), or "
+                                 "--states DIR");
+  }
+  std::optional<verify::StatesGrid> grid;
+  std::optional<verify::StatesShape> shape;
+  verify::CandidateStates states;
+  std::vector<std::string> state_files;
+  if (!s.states.empty()) {
+    grid = states_grid;
+    shape = verify::states_shape(p, *grid);
+    require_states_fit(p, *shape);
+    states = read_states(s.states, p, *shape, state_files);
   }
   if (tile_q == 0) tile_q = kReportTile;
   if (tile_k == 0) tile_k = kReportTile;
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
-  require_memory(s.inputs.q, p, judge_need(p, !input.data.dO.empty(), 0));
-  const verify::CheckResult result =
-      verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
-  if (s.json) {
-    std::cout << verify::to_json(p, result).dump(2) << "\n";
-  } else {
-    std::cout << format_check(p, result);
+  MemoryNeed need = judge_need(p, !input.data.dO.empty(), 0);
+  if (shape) need.bytes += 8.0 * 8.0 * shape->elements();  // gold, sigmas, baseline, candidate
+  require_memory(s.inputs.q, p, need);
+  std::optional<verify::CheckResult> result;
+  if (!candidate.empty()) {
+    result = verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
   }
-  return result.passed() ? kExitPass : kExitFail;
+  std::optional<verify::StatesReport> report;
+  if (grid) report = verify::judge_forward_states(input.data, *grid, states);
+  const bool passed = (!result || result->passed()) && (!report || report->passed());
+  if (s.json) {
+    nlohmann::json j = result ? verify::to_json(p, *result)
+                              : nlohmann::json{{"command", "check"},
+                                               {"problem", verify::to_json(p)},
+                                               {"dtype", std::string(dtype_name(p.dtype))}};
+    if (report) {
+      j["states"] = verify::to_json(*report);
+      j["states"]["files"] = state_files;
+      j["states"]["B_q"] = shape->B_q;
+      j["states"]["B_k"] = shape->B_k;
+      j["first_divergence"] = j["states"]["first_divergence"];
+    }
+    j["passed"] = passed;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    if (result) {
+      std::string text = format_check(p, *result);
+      // One verdict at the end, after the states.
+      if (report) text.erase(text.rfind("\nresult: "));
+      std::cout << text;
+    } else {
+      std::cout << "problem: " << describe(p) << "\n";
+    }
+    if (report) {
+      std::cout << "\n" << format_states(*report, *shape, state_files);
+      std::cout << "\nresult: " << (passed ? "PASS" : "FAIL") << "\n";
+    }
+  }
+  return passed ? kExitPass : kExitFail;
 }
 
 }  // namespace
@@ -101,6 +160,14 @@ Command add_check_command(CLI::App& app) {
                   "precision the candidate stored L in: f32 (FlashAttention's), bf16 or f16; "
                   "L's floor follows it")
       ->capture_default_str();
+  sub->add_option("--states", settings->states,
+                  "a folder of your kernel's per-step states (m.npy, l.npy, acc.npy; "
+                  "docs/checking-your-kernel.md, \"States\"): find the first step (b, h, i, j) "
+                  "where they leave Algorithm 1; needs --tile")
+      ->group("States");
+  sub->add_option("--select", settings->select,
+                  "b,h or b,h,i: the states hold only batch b, head h (and query tile i)")
+      ->group("States");
   sub->add_flag("--json", settings->json, "print the report as JSON");
   return {sub, [settings] { return run_check(*settings); }};
 }

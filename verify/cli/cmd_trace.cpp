@@ -13,6 +13,7 @@
 #include "option_parsers.hpp"
 #include "problem_options.hpp"
 #include "trace_render.hpp"
+#include "trace_states.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -30,6 +31,12 @@ struct TraceOptions {
   bool backward = false;
   bool grid_only = false;
   bool json = false;
+  // The states on the user's own inputs (trace_states.hpp): --q --k --v --out [--select].
+  StatesTraceOptions states;
+  CLI::Option* shape_opt = nullptr;
+  CLI::Option* seed_opt = nullptr;
+  CLI::Option* dtype_opt = nullptr;
+  CLI::Option* tile_opt = nullptr;
 };
 
 // Trace is for problems a person reads: every score of every head is printed. At most
@@ -60,6 +67,36 @@ void require_readable(const Problem& p, int tile_q, int tile_k, bool grid_only) 
 }
 
 int run_trace(const TraceOptions& o) {
+  if (!o.states.q.empty() || !o.states.k.empty() || !o.states.v.empty() ||
+      !o.states.out.empty() || !o.states.select.empty()) {
+    // The given options that belong to the random walkthrough only.
+    const std::pair<CLI::Option*, const char*> random_only[] = {
+        {o.shape_opt, "--shape"}, {o.seed_opt, "--seed"}};
+    for (const auto& [opt, name] : random_only) {
+      if (opt->count() > 0) {
+        throw InvalidArgument(name, std::string(name) +
+                                        " is for the random walkthrough; the states of --q --k "
+                                        "--v take their shape from the files");
+      }
+    }
+    if (o.backward || o.grid_only || o.heads_kv > 0 || o.format != "text") {
+      throw InvalidArgument("--out", "the states of --q --k --v are the forward's (Algorithm 1) "
+                                     "as .npy files: --backward, --grid, --heads-kv and --format "
+                                     "do not apply");
+    }
+    StatesTraceOptions s = o.states;
+    if (o.tile_opt->count() == 0) {
+      throw InvalidArgument("--tile", "the states depend on the tiles: give your kernel's "
+                                      "B_q,B_k");
+    }
+    s.tile = o.tile;
+    s.mask = o.mask;
+    s.dtype = o.dtype_opt->count() > 0 ? o.dtype : "";
+    s.scale_given = o.scale_opt->count() > 0;
+    s.scale = o.scale;
+    s.json = o.json;
+    return run_trace_states(s);
+  }
   const auto shape = parse_shape(o.shape, "--shape");
   auto [tile_q, tile_k] = parse_tiles(o.tile, "--tile");
   if (tile_q == 0) tile_q = cpu::kDefaultTileQ;
@@ -112,20 +149,38 @@ Command add_trace_command(CLI::App& app) {
       "(forward) step by step with its line numbers and the values of S, m, P~, l, the rescale\n"
       "factor and O; with --backward, Algorithm 2 (D, P, dV, dP, dS, dQ, dK). Causal masks show\n"
       "which tiles are skipped, run without index comparison, or compare indices. Inputs are\n"
-      "random (--seed), rounded to one decimal. Exit 0, or 2 on bad usage.");
-  sub->add_option("--shape", o->shape, "B,H,S_q,S_k,d, or B,H,S,d when S_q = S_k")
+      "random (--seed), rounded to one decimal. Exit 0, or 2 on bad usage.\n"
+      "With --q --k --v --tile B_q,B_k --out DIR: write the per-step states m, l, acc of your\n"
+      "own inputs in your tiles, for `flashref check --states`.");
+  o->shape_opt = sub->add_option("--shape", o->shape, "B,H,S_q,S_k,d, or B,H,S,d when S_q = S_k")
       ->capture_default_str();
   sub->add_option("--heads-kv", o->heads_kv, "key/value heads H_kv (default H)");
-  sub->add_option("--tile", o->tile, "B_q,B_k (or one size for both; 0: the cpu's default)")
+  o->tile_opt = sub->add_option("--tile", o->tile, "B_q,B_k (or one size for both; 0: the cpu's default)")
       ->capture_default_str();
   sub->add_option("--mask", o->mask, "none, causal or causal-bottom-right")->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "f32, f16 or bf16")->capture_default_str();
+  o->dtype_opt = sub->add_option("--dtype", o->dtype,
+                                 "f32, f16 or bf16 (with --q: default the dtype of Q's file)")
+                     ->capture_default_str();
   o->scale_opt = sub->add_option("--scale", o->scale, "softmax scale (default 1/sqrt(d))");
-  add_seed_option(*sub, o->seed, "seed of the random inputs");
+  o->seed_opt = add_seed_option(*sub, o->seed, "seed of the random inputs");
   sub->add_flag("--backward", o->backward, "walk Algorithm 2 (the backward) instead");
   sub->add_option("--format", o->format, "text or markdown")->capture_default_str();
   sub->add_flag("--grid", o->grid_only, "print only the tile grid (skipped/full/diagonal tiles)");
-  sub->add_flag("--json", o->json, "print every step as JSON");
+  sub->add_flag("--json", o->json, "print every step as JSON (with --out: what was written)");
+  sub->add_option("--q", o->states.q,
+                  "your inputs instead of random ones: Q as .npy, (B, H, S_q, d) or (B, S_q, d)")
+      ->group("States on your inputs");
+  sub->add_option("--k", o->states.k, "K: (B, H_kv, S_k, d) or (B, S_k, d)")
+      ->group("States on your inputs");
+  sub->add_option("--v", o->states.v, "V: the shape of K")->group("States on your inputs");
+  sub->add_option("--out", o->states.out,
+                  "write the states of Algorithm 1 for your tiles (--tile) into this folder: "
+                  "m.npy, l.npy, acc.npy (the cpu mirror, float32) and gold/ (float64); "
+                  "docs/checking-your-kernel.md, \"States\"")
+      ->group("States on your inputs");
+  sub->add_option("--select", o->states.select,
+                  "b,h or b,h,i: keep only batch b, head h (and query tile i)")
+      ->group("States on your inputs");
   return {sub, [o] { return run_trace(*o); }};
 }
 

@@ -38,6 +38,10 @@ void write_npy(const std::string& path, const xt::xarray<float>& values, DType d
 void write_npy(std::ostream& out, const xt::xarray<float>& values, DType dtype,
                const std::string& name);
 
+// Writes `values` as a float64 .npy file (the gold states of `flashref trace`). Reading stays
+// float32/float16 only: candidates are never float64.
+void write_npy_f64(const std::string& path, const xt::xarray<double>& values);
+
 // "(2, 4, 128, 64)": a shape as NumPy prints it, for messages.
 std::string shape_string(const std::vector<std::size_t>& shape);
 

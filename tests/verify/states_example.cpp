@@ -1,0 +1,71 @@
+// Writes the example of docs/walkthrough.md, "Debugging a broken kernel step by step": the
+// inputs Q, K, V and the states of a kernel (states_kernel.hpp) with the classic bug of a
+// Triton online softmax, the rescale factor computed after m was overwritten, so
+// alpha = exp(m_new - m_new) = 1 and neither l nor acc is rescaled when the max grows
+// (states/); and the states of the same kernel fixed (fixed/).
+//
+//   build/tests/verify/states_example_writer docs/examples/broken-kernel
+#include <filesystem>
+#include <iostream>
+
+#include "flashref/verify/npy.hpp"
+#include "states_kernel.hpp"
+
+namespace {
+
+using namespace flashref;
+
+xt::xarray<float> as_array(const verify::HostTensor& t) {
+  xt::xarray<float> a = xt::xarray<float>::from_shape(
+      {static_cast<std::size_t>(t.B()), static_cast<std::size_t>(t.H()),
+       static_cast<std::size_t>(t.S()), static_cast<std::size_t>(t.d())});
+  std::size_t n = 0;
+  for (std::int64_t b = 0; b < t.B(); ++b)
+    for (std::int64_t h = 0; h < t.H(); ++h)
+      for (std::int64_t s = 0; s < t.S(); ++s)
+        for (std::int64_t i = 0; i < t.d(); ++i) a.flat(n++) = t.get(b, h, s, i);
+  return a;
+}
+
+template <class T>
+xt::xarray<float> as_float(const T& values) {
+  xt::xarray<float> f = xt::xarray<float>::from_shape(
+      std::vector<std::size_t>(values.shape().begin(), values.shape().end()));
+  for (std::size_t n = 0; n < values.size(); ++n) f.flat(n) = static_cast<float>(values.flat(n));
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: states_example_writer DIR\n";
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+    const Problem p = make_problem(1, 1, 1, 8, 12, 4, Mask::none, DType::f32);
+  const verify::ProblemData data = verify::make_problem_data(p, {1, false, verify::Layout::bhsd});
+  verify::write_npy((dir / "q.npy").string(), as_array(data.q));
+  verify::write_npy((dir / "k.npy").string(), as_array(data.k));
+  verify::write_npy((dir / "v.npy").string(), as_array(data.v));
+  states_kernel::Kernel k;
+  k.B_q = 4;
+  k.B_k = 4;
+  k.l_not_rescaled = true;
+  k.acc_rescaled_new_max = true;
+  const auto write = [&](const std::string& folder, const states_kernel::Kernel& kernel) {
+    std::filesystem::create_directories(dir / folder);
+    const verify::CandidateStates s = states_kernel::run(data, kernel);
+    verify::write_npy((dir / folder / "m.npy").string(), as_float(*s.m));
+    verify::write_npy((dir / folder / "l.npy").string(), as_float(*s.l));
+    verify::write_npy((dir / folder / "acc.npy").string(), as_float(*s.acc));
+  };
+  write("states", k);
+  // The same kernel with the factor computed before m is overwritten.
+  k.l_not_rescaled = false;
+  k.acc_rescaled_new_max = false;
+  write("fixed", k);
+  std::cout << "wrote " << dir.string()
+            << "/{q,k,v}.npy, states/{m,l,acc}.npy (broken) and fixed/{m,l,acc}.npy\n";
+  return 0;
+}

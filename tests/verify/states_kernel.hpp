@@ -1,0 +1,138 @@
+// A tiled FlashAttention forward written the way a Triton kernel is (one program per query
+// tile, a loop over key tiles with the online softmax in float32), storing its states in the
+// layout of docs/checking-your-kernel.md from inside the loop, with a switch for each
+// convention a correct kernel may use and for each mistake that makes it leave Algorithm 1 at
+// a known step. states_test.cpp checks that judge_forward_states names that step.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include "flashref/verify/states.hpp"
+
+namespace flashref::states_kernel {
+
+struct Kernel {
+  std::int64_t B_q = 4, B_k = 4;
+  // Conventions (correct either way).
+  bool m_log2 = false;          // scores times log2(e), exp2 (ThunderKittens, FlashAttention-2)
+  bool acc_normalized = false;  // O divided by l at every step (FlashAttention-1)
+  // Mistakes.
+  bool l_not_rescaled = false;        // line 12 without exp(m_old - m)
+  bool acc_rescaled_new_max = false;  // line 13's factor from the new max twice: exp(m - m)
+  bool diagonal_strict = false;       // mask key < q instead of key <= q
+  bool max_init_zero = false;         // line 6: m = 0 instead of -inf
+  bool read_past_S_k = false;         // last key tile loaded with zeros and never masked
+};
+
+// Runs the kernel on every head and query tile and returns its states; key tiles a causal
+// kernel skips and rows past S_q hold NaN (the judge must ignore them).
+inline verify::CandidateStates run(const verify::ProblemData& data, const Kernel& k) {
+  const Problem& p = data.problem;
+  const auto z = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+  const std::int64_t T_q = (p.S_q + k.B_q - 1) / k.B_q, T_k = (p.S_k + k.B_k - 1) / k.B_k;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const float log2e = std::numbers::log2e_v<float>;
+  xt::xtensor<double, 5> M = xt::xtensor<double, 5>::from_shape(
+      {z(p.B), z(p.H), z(T_q), z(T_k), z(k.B_q)});
+  xt::xtensor<double, 5> L = M;
+  xt::xtensor<double, 6> A = xt::xtensor<double, 6>::from_shape(
+      {z(p.B), z(p.H), z(T_q), z(T_k), z(k.B_q), z(p.d)});
+  M.fill(nan);
+  L.fill(nan);
+  A.fill(nan);
+  // The index comparison, on padded keys too (they have indices past S_k).
+  const auto last_key = [&](std::int64_t q) {
+    switch (p.mask) {
+      case Mask::none:
+        return std::numeric_limits<std::int64_t>::max();
+      case Mask::causal_top_left:
+        return q;
+      case Mask::causal_bottom_right:
+        return q + p.S_k - p.S_q;
+    }
+    return q;
+  };
+  const auto sees = [&](std::int64_t q, std::int64_t key) {
+    return k.diagonal_strict ? key < last_key(q) : key <= last_key(q);
+  };
+  const float scale = static_cast<float>(p.scale) * (k.m_log2 ? log2e : 1.0f);
+  const auto ex = [&](float x) { return k.m_log2 ? std::exp2(x) : std::exp(x); };
+
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t h = 0; h < p.H; ++h) {
+      const std::int64_t hk = h / p.group_size();
+      for (std::int64_t i = 0; i < T_q; ++i) {
+        const std::int64_t rows = std::min(k.B_q, p.S_q - i * k.B_q);
+        // A causal kernel stops after the last key tile its last row sees.
+        std::int64_t j_end = T_k;
+        if (p.is_causal()) {
+          const std::int64_t last = std::min(last_key(i * k.B_q + rows - 1), p.S_k - 1);
+          j_end = last < 0 ? 0 : last / k.B_k + 1;
+        }
+        std::vector<float> m(z(rows), k.max_init_zero ? 0.0f : ninf), l(z(rows), 0.0f);
+        std::vector<float> acc(z(rows * p.d), 0.0f);
+        for (std::int64_t j = 0; j < j_end; ++j) {
+          const std::int64_t key_end = k.read_past_S_k ? (j + 1) * k.B_k
+                                                       : std::min(p.S_k, (j + 1) * k.B_k);
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const std::int64_t q = i * k.B_q + r;
+            std::vector<float> s;
+            float tile_max = ninf;
+            for (std::int64_t key = j * k.B_k; key < key_end; ++key) {
+              float dot = 0.0f;
+              if (key < p.S_k)
+                for (std::int64_t c = 0; c < p.d; ++c)
+                  dot += data.q.get(b, h, q, c) * data.k.get(b, hk, key, c);
+              s.push_back(sees(q, key) ? dot * scale : ninf);
+              tile_max = std::max(tile_max, s.back());
+            }
+            const float m_old = m[z(r)];
+            const float m_new = std::max(m_old, tile_max);
+            // A row that has seen no key keeps m = -inf, l = 0, acc = 0 (no -inf - -inf).
+            const float alpha = m_new == ninf ? 1.0f : ex(m_old - m_new);
+            const float alpha_acc = k.acc_rescaled_new_max ? ex(m_new - m_new) : alpha;
+            float rowsum = 0.0f;
+            std::vector<float> pv(z(p.d), 0.0f);
+            for (std::size_t n = 0; n < s.size(); ++n) {
+              const float P = m_new == ninf ? 0.0f : ex(s[n] - m_new);
+              rowsum += P;
+              const std::int64_t key = j * k.B_k + static_cast<std::int64_t>(n);
+              if (key >= p.S_k) continue;  // the zero padding: V = 0
+              const float P_op = round_to(p.dtype, P);  // the dot's operand dtype
+              for (std::int64_t c = 0; c < p.d; ++c)
+                pv[z(c)] += P_op * data.v.get(b, hk, key, c);
+            }
+            const float l_old = l[z(r)];
+            l[z(r)] = (k.l_not_rescaled ? l_old : alpha * l_old) + rowsum;
+            for (std::int64_t c = 0; c < p.d; ++c) {
+              float& o = acc[z(r * p.d + c)];
+              if (k.acc_normalized) {
+                o = l[z(r)] > 0.0f ? (alpha_acc * l_old * o + pv[z(c)]) / l[z(r)] : 0.0f;
+              } else {
+                o = alpha_acc * o + pv[z(c)];
+              }
+            }
+            m[z(r)] = m_new;
+            // The stores of the states layout, inside the loop.
+            M(z(b), z(h), z(i), z(j), z(r)) = m_new;
+            L(z(b), z(h), z(i), z(j), z(r)) = l[z(r)];
+            for (std::int64_t c = 0; c < p.d; ++c)
+              A(z(b), z(h), z(i), z(j), z(r), z(c)) = acc[z(r * p.d + c)];
+          }
+        }
+      }
+    }
+  verify::CandidateStates out;
+  out.m = std::move(M);
+  out.l = std::move(L);
+  out.acc = std::move(A);
+  return out;
+}
+
+}  // namespace flashref::states_kernel

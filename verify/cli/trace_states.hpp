@@ -1,0 +1,19 @@
+// `flashref trace --q --k --v --tile B_q,B_k --out DIR [--select b,h[,i]]`: the states of
+// Algorithm 1 on the user's own inputs, in the layout of states.hpp (cmd_trace_states.cpp).
+#pragma once
+
+#include <string>
+
+namespace flashref::cli {
+
+struct StatesTraceOptions {
+  std::string q, k, v, out, select;
+  std::string tile, mask = "none", dtype;  // dtype empty: the dtype of Q's file
+  bool scale_given = false;
+  double scale = 0.0;
+  bool json = false;
+};
+
+int run_trace_states(const StatesTraceOptions& o);
+
+}  // namespace flashref::cli
