@@ -50,7 +50,7 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
   o << "precision: " << verify::describe(r.precision, p) << "\n";
   o << "rule:    " << verify::rule_text() << "\n\n";
   o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("k", 3)
-    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("limit", 11)
+    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("+ cancel", 11) << pad("limit", 11)
     << pad("ratio", 9) << pad("verdict", 8) << "rel L2     NaN/inf  worst (b,h,s,i) and tile\n";
   for (const verify::TensorReport& t : r.tensors) {
     const verify::ErrorStats& s = t.candidate;
@@ -63,7 +63,8 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
     o << pad(std::string(verify::tensor_name(t.tensor)), 7) << pad(sci(t.rule.candidate_err), 12)
       << pad(sci(t.rule.baseline_err), 13) << pad(std::to_string(static_cast<int>(t.rule.k)), 3)
       << pad(sci(t.rule.floor), 11) << pad(sci(t.rule.floor_rounding), 11)
-      << pad(sci(t.rule.floor_noise), 11) << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
+      << pad(sci(t.rule.floor_noise), 11) << pad(sci(t.rule.floor_cancellation), 11)
+      << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
       << pad(t.rule.pass ? "PASS" : "FAIL", 8) << pad(sci(s.rel_l2), 11)
       << pad(std::to_string(s.nonfinite_mismatches()), 9) << worst.str() << "\n";
   }
