@@ -10,6 +10,7 @@
 
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
+#include "flashref/verify/nonfinite.hpp"
 #include "flashref/verify/runner.hpp"
 
 namespace flashref::verify {
@@ -260,6 +261,7 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
   result.backward_inputs = j.backward_inputs;
   result.backward_inputs_reason = j.backward_inputs_reason;
   result.tensors = j.tensors;
+  result.input_notes = input_notes(data, sums.max_abs_score);
   if (j.passed()) return result;
 
   // The precision findings: the candidate is right for another precision than the one asked.

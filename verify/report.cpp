@@ -82,7 +82,9 @@ std::string format_table(const VerifyReport& report) {
   o << "run:     " << describe_settings(c) << "; worst indices placed in " << report_tile_q(c)
     << " x " << report_tile_k(c) << " (B_q x B_k) tiles\n";
   o << "precision: " << describe(precision(c), c.problem) << "\n";
-  o << "rule:    " << rule_text() << "\n\n";
+  o << "rule:    " << rule_text() << "\n";
+  for (const std::string& n : report.input_notes) o << "inputs:  " << n << "\n";
+  o << "\n";
   const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 11, 11, 11, 7, 9};
   o << pad("tensor", w[0]) << pad("backend", w[1]) << pad("max abs err", w[2])
     << pad("baseline err", w[3]) << pad("k", w[4]) << pad("floor", w[5]) << pad("= rounding", w[6])
@@ -257,6 +259,7 @@ nlohmann::json to_json(const VerifyReport& report) {
              "run from the candidate's O and L when both pass, else from the baseline's own"},
             {"max_rel_denominator", "max(|gold|, 1e-3 * max|gold|)"}}},
           {"backends", backends},
+          {"input_notes", report.input_notes},
           {"passed", report.passed()}};
 }
 

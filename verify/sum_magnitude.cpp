@@ -27,6 +27,7 @@ struct HeadSums {
   std::vector<double> S, P, dS, O;  // one query row's, over its visible keys (O: d values)
   std::vector<double> dK, dV;       // M_dK and M_dV of the head's key rows, (S_k, d)
   std::array<double, 5> max{};
+  double max_abs_score = 0.0;
 
   HeadSums(std::int64_t S_k, std::int64_t d)
       : S(size(S_k)), P(size(S_k)), dS(size(S_k)), O(size(d)), dK(size(S_k * d)),
@@ -46,6 +47,7 @@ void row(HeadSums& h, const double* q, const double* K, const double* V, const d
     for (std::int64_t c = 0; c < d; ++c) dot += q[c] * K[j * d + c];
     h.S[size(j)] = scale * dot;
     m = std::max(m, h.S[size(j)]);
+    raise(h.max_abs_score, std::fabs(h.S[size(j)]));
   }
   double l = 0.0;
   for (std::int64_t j = 0; j <= last; ++j) l += std::exp(h.S[size(j)] - m);
@@ -139,6 +141,7 @@ SumMagnitudes sum_magnitudes(const ProblemData& data, bool backward) {
       for (std::size_t e = 0; e < out.max_by_tensor.size(); ++e) {
         raise(out.max_by_tensor[e], scratch->max[e]);
       }
+      raise(out.max_abs_score, scratch->max_abs_score);
     }
   }
   errors.rethrow();

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "flashref/error.hpp"
+#include "flashref/verify/nonfinite.hpp"
 
 namespace flashref::verify {
 
@@ -150,6 +151,7 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
   const TensorSet gold = compute_gold(data, c.backward);
   const ScoreNoise noise = score_rounding_noise(data, c.backward, c.allow_tf32);
   const SumMagnitudes sums = sum_magnitudes(data, c.backward);
+  report.input_notes = input_notes(data, sums.max_abs_score);
   RunOptions run;
   run.exec = exec_options(c);
   run.layout = c.layout;

@@ -48,7 +48,9 @@ std::string format_check(const Problem& p, const verify::CheckResult& r) {
   std::ostringstream o;
   o << "problem: " << describe(p) << "\n";
   o << "precision: " << verify::describe(r.precision, p) << "\n";
-  o << "rule:    " << verify::rule_text() << "\n\n";
+  o << "rule:    " << verify::rule_text() << "\n";
+  for (const std::string& n : r.input_notes) o << "inputs:  " << n << "\n";
+  o << "\n";
   o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("k", 3)
     << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("+ cancel", 11) << pad("limit", 11)
     << pad("ratio", 9) << pad("verdict", 8) << "rel L2     NaN/inf  worst (b,h,s,i) and tile\n";
@@ -112,6 +114,7 @@ nlohmann::json check_json(const Problem& p, const verify::CheckResult& r) {
        verify::to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
       {"findings", verify::diagnosis::to_json(r.diagnosis)["findings"]},
       {"lead", verify::diagnosis::to_json(r.diagnosis)["lead"]},
+      {"input_notes", r.input_notes},
       {"passed", r.passed()}};
   if (!r.diagnosis.scope_note.empty()) j["diagnosis_scope"] = r.diagnosis.scope_note;
   return j;
@@ -149,8 +152,12 @@ int run_check(const CheckSettings& s) {
   if (tile_k == 0) tile_k = kReportTile;
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
   require_memory(s.inputs.q, p, judge_need(p, !input.data.dO.empty(), 0));
-  const verify::CheckResult result =
+  verify::CheckResult result =
       verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
+  // Values the files held finite that the problem's dtype could not: named first.
+  for (auto n = input.overflows.rbegin(); n != input.overflows.rend(); ++n) {
+    result.input_notes.insert(result.input_notes.begin(), "input " + *n);
+  }
   if (s.json) {
     std::cout << check_json(p, result).dump(2) << "\n";
   } else {

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <xtensor/xarray.hpp>
@@ -37,6 +38,8 @@ class NpyProblemOptions {
 struct NpyProblem {
   verify::ProblemData data;    // dO empty unless --do was given
   bool course_layout = false;  // the inputs were 3-D (B, S, d)
+  // One line per input with finite values that overflow when rounded to the problem's dtype.
+  std::vector<std::string> overflows;
 };
 
 // Reads and checks the inputs. Throws InvalidArgument naming the file (or the option) and what
@@ -53,5 +56,12 @@ xt::xarray<double> load_candidate(const std::string& path, verify::TensorId id,
 std::vector<std::pair<std::string, xt::xarray<float>>> output_arrays(const verify::RunOutputs& out,
                                                                      const Problem& problem,
                                                                      bool course_layout);
+
+// The warnings of `run` and `trace` about their outputs: one per tensor holding NaN or an
+// infinity (a fully masked row's L = -inf excepted), naming the first index; when there is
+// any, followed by what in the inputs explains it (verify::input_notes: non-finite inputs,
+// scores beyond float32's range). Empty when every output is finite.
+std::vector<std::string> nonfinite_warnings(const verify::TensorSet& outputs,
+                                            const verify::ProblemData& data);
 
 }  // namespace flashref::cli

@@ -31,6 +31,9 @@ struct SumMagnitudes {
   // max_e M_T(e) by TensorId (0 for a gradient when the backward was not asked for, and for
   // a problem whose every row sees no key).
   std::array<double, 5> max_by_tensor{};
+  // max |S_ij| over the visible pairs: the pass computes the scores anyway, and a report says
+  // when they exceed float32's range (nonfinite.hpp, input_notes).
+  double max_abs_score = 0.0;
   double max_magnitude(TensorId t) const { return max_by_tensor[static_cast<std::size_t>(t)]; }
 };
 

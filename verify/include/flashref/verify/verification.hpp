@@ -53,6 +53,8 @@ struct BackendReport {
 struct VerifyReport {
   VerifyCase verify_case;
   std::vector<BackendReport> backends;
+  // Non-finite inputs and scores beyond float32's range (nonfinite.hpp, input_notes).
+  std::vector<std::string> input_notes;
   // Every available backend passed (unavailable ones are listed, not failed).
   bool passed() const;
   bool any_available() const;
