@@ -9,7 +9,7 @@ many seeds and reports, per tensor:
            the share of the term a correct kernel needed (> 1 would fail)
   ratio    max err / limit with the term
 
-  bench/cancellation_margins.py [--bin build/verify/flashref] [--cases 500] [--first-seed 1]
+  bench/cancellation_margins.py [--bin build/flashref] [--cases 500] [--first-seed 1]
 """
 import argparse
 import json
@@ -19,7 +19,7 @@ import sys
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="build/verify/flashref")
+    ap.add_argument("--bin", default="build/flashref")
     ap.add_argument("--cases", type=int, default=500)
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--backends", default="cpu")

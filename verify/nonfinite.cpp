@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <sstream>
 
 #include "flashref/detail/parallel_errors.hpp"
@@ -134,12 +135,20 @@ std::vector<std::string> input_notes(const ProblemData& data, double max_abs_sco
                     "infinite in the gold too, and a candidate must match them");
   }
   const double S = max_abs_score;
-  if (S > static_cast<double>(std::numeric_limits<float>::max())) {
+  const auto f32_max = static_cast<double>(std::numeric_limits<float>::max());
+  if (S > f32_max) {
     std::ostringstream o;
-    o << "scores reach |S| = " << S << ", beyond float32's largest value ("
-      << std::numeric_limits<float>::max()
+    o << "scores reach |S| = " << S << ", beyond float32's largest value (" << f32_max
       << "): a kernel that holds S in float32 cannot represent them, so its outputs may be "
          "infinite or NaN where the gold (double) is finite; lower --scale or the inputs";
+    notes.push_back(o.str());
+  } else if (S > f32_max / std::numbers::log2e) {
+    // Kernels on exp2 (the cuda backend's, FlashAttention's) hold S log2(e) in float32.
+    std::ostringstream o;
+    o << "scores reach |S| = " << S << ": they fit float32, but S * log2(e) does not (above "
+      << f32_max / std::numbers::log2e
+      << "), so a kernel that computes exp as exp2 of S log2(e) (the cuda backend's) gives "
+         "infinite or NaN outputs where the gold is finite";
     notes.push_back(o.str());
   }
   return notes;
