@@ -154,4 +154,19 @@ std::vector<std::string> input_notes(const ProblemData& data, double max_abs_sco
   return notes;
 }
 
+std::vector<std::string> nonfinite_warnings(const TensorSet& outputs, const ProblemData& data) {
+  std::vector<std::string> warnings;
+  for (const NonFiniteCount& c : nonfinite_outputs(outputs, data.problem)) {
+    warnings.push_back("output " + c.text() + "; indices in (B, H, S, d) order, (B, H, S_q) for L");
+  }
+  if (warnings.empty()) return warnings;
+  const std::vector<std::string> causes = input_notes(data, max_abs_score(data));
+  if (causes.empty()) {
+    warnings.push_back("the inputs are finite and the scores fit float32: this is a bug of the "
+                       "backend; please report it with these inputs");
+  }
+  for (const std::string& n : causes) warnings.push_back(n);
+  return warnings;
+}
+
 }  // namespace flashref::verify

@@ -37,10 +37,10 @@ TEST(CancellationFloor, WithZeroQueriesPIsUniformAndTheSumsAreMeansOfAbsoluteVal
     max_L = std::max(max_L, std::log(static_cast<double>(n)));
     for (std::int64_t c = 0; c < p.d; ++c) {
       double mean = 0.0;
-      for (std::int64_t j = 0; j < n; ++j) mean += std::fabs(data.v.get(0, 0, j, c)) / n;
+      for (std::int64_t j = 0; j < n; ++j) mean += std::fabs(double(data.v.get(0, 0, j, c))) / double(n);
       max_O = std::max(max_O, mean);
       for (std::int64_t j = 0; j < n; ++j) {
-        dV[static_cast<std::size_t>(j * p.d + c)] += std::fabs(data.dO.get(0, 0, i, c)) / n;
+        dV[static_cast<std::size_t>(j * p.d + c)] += std::fabs(double(data.dO.get(0, 0, i, c))) / double(n);
       }
     }
   }

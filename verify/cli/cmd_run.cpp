@@ -9,6 +9,7 @@
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
 #include "flashref/limits.hpp"
+#include "flashref/verify/nonfinite.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/report.hpp"
 #include "feasibility.hpp"
@@ -74,7 +75,7 @@ int run_run(const RunSettings& s) {
                     {"o", "lse", "dq", "dk", "dv"});
   if (!written_outputs.note.empty()) std::cerr << "flashref run: note: " << written_outputs.note << "\n";
   nlohmann::json written = written_outputs.paths;
-  const std::vector<std::string> warnings = nonfinite_warnings(out.values, input.data);
+  const std::vector<std::string> warnings = verify::nonfinite_warnings(out.values, input.data);
   for (const std::string& w : warnings) std::cerr << "flashref run: warning: " << w << "\n";
   if (s.json) {
     nlohmann::json j = {

@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "flashref/error.hpp"
-#include "flashref/verify/nonfinite.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/tensor_set.hpp"
 #include "option_parsers.hpp"
@@ -221,23 +220,6 @@ std::vector<std::pair<std::string, xt::xarray<float>>> output_arrays(const verif
     arrays.emplace_back("dv", tensor(out.dv));
   }
   return arrays;
-}
-
-std::vector<std::string> nonfinite_warnings(const verify::TensorSet& outputs,
-                                            const verify::ProblemData& data) {
-  std::vector<std::string> warnings;
-  for (const verify::NonFiniteCount& c : verify::nonfinite_outputs(outputs, data.problem)) {
-    warnings.push_back("output " + c.text() +
-                       "; indices in (B, H, S, d) order, (B, H, S_q) for L");
-  }
-  if (warnings.empty()) return warnings;
-  const std::vector<std::string> causes = verify::input_notes(data, verify::max_abs_score(data));
-  if (causes.empty()) {
-    warnings.push_back("the inputs are finite and the scores fit float32: this is a bug of the "
-                       "backend; please report it with these inputs");
-  }
-  for (const std::string& n : causes) warnings.push_back(n);
-  return warnings;
 }
 
 }  // namespace flashref::cli

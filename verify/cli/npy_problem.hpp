@@ -57,11 +57,4 @@ std::vector<std::pair<std::string, xt::xarray<float>>> output_arrays(const verif
                                                                      const Problem& problem,
                                                                      bool course_layout);
 
-// The warnings of `run` and `trace` about their outputs: one per tensor holding NaN or an
-// infinity (a fully masked row's L = -inf excepted), naming the first index; when there is
-// any, followed by what in the inputs explains it (verify::input_notes: non-finite inputs,
-// scores beyond float32's range). Empty when every output is finite.
-std::vector<std::string> nonfinite_warnings(const verify::TensorSet& outputs,
-                                            const verify::ProblemData& data);
-
 }  // namespace flashref::cli

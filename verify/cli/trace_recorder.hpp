@@ -54,7 +54,7 @@ struct Trace {
   // Largest |result - gold| (gold: naive attention in double) per result symbol.
   std::vector<std::pair<std::string, double>> gold_error;
   // Outputs holding NaN or an infinity, and what in the inputs explains them
-  // (npy_problem.hpp, nonfinite_warnings); empty when every output is finite.
+  // (verify/nonfinite.hpp, nonfinite_warnings); empty when every output is finite.
   std::vector<std::string> warnings;
 };
 

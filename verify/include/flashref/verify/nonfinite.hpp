@@ -51,4 +51,10 @@ double max_abs_score(const ProblemData& data);
 // inputs are unremarkable.
 std::vector<std::string> input_notes(const ProblemData& data, double max_abs_score);
 
+// The warnings of `run` and `trace` about their outputs: one per tensor holding NaN or an
+// infinity (a fully masked row's L = -inf excepted), naming the first index; when there is
+// any, followed by what in the inputs explains it (input_notes), or by the words that the
+// inputs explain nothing (a bug of the backend). Empty when every output is finite.
+std::vector<std::string> nonfinite_warnings(const TensorSet& outputs, const ProblemData& data);
+
 }  // namespace flashref::verify
