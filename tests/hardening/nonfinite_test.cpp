@@ -113,6 +113,13 @@ TEST(NonFiniteCli, ScoresBeyondFloat32AreSaidToBe) {
   EXPECT_TRUE(has(trace.err, "beyond float32's largest value")) << trace.err;
 }
 
+TEST(NonFiniteCli, VerifySaysWhenTheScoresExceedFloat32AndStillFailsTheNaN) {
+  const CliRun r = run_cli("verify --backends cpu --shape 1,1,6,6,4 --scale 1e38 --json");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the NaN the gold lacks still fails
+  EXPECT_TRUE(has(r.out, "\"input_notes\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "beyond float32's largest value")) << r.out;
+}
+
 TEST(NonFiniteCli, FiniteScoresThatFitFloat32GiveNoWarning) {
   ScratchDir dir;
   const std::string in = save(inputs(8, 4, -1, 0.0f), dir);
