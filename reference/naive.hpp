@@ -125,7 +125,9 @@ void softmax_rows(In<T> S, const Problem& p, Rows<T> P, T* m, T* l) {
 // Eq. (12): L_i = log sum_j exp(S_ij) = m_i + log(l_i); -inf for a row that sees no key.
 template <class T>
 T logsumexp(T m_i, T l_i) {
-  return l_i > 0 ? m_i + std::log(l_i) : minus_infinity<T>();
+  // l_i = 0 only for a row that sees no key; a NaN l_i (a NaN or +inf score) gives NaN, as
+  // IEEE arithmetic does, and never the -inf of a masked row.
+  return l_i == 0 ? minus_infinity<T>() : m_i + std::log(l_i);
 }
 
 // Eq. (9), the explicit softmax Jacobian applied to each row:

@@ -10,6 +10,7 @@
 
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
+#include "flashref/verify/nonfinite.hpp"
 #include "flashref/verify/runner.hpp"
 
 namespace flashref::verify {
@@ -48,6 +49,7 @@ struct Inputs {
   const TensorSet& gold;
   const ScoreNoise& noise;       // float32 products
   const ScoreNoise* noise_tf32;  // TF32 products; computed when first needed
+  const SumMagnitudes& sums;     // the cancellation floor's magnitudes
   std::int64_t tile_q, tile_k;
   bool backward;
 };
@@ -65,8 +67,8 @@ Judgement judge_in(const Inputs& in, const Precision& precision) {
   Judgement j;
   j.baseline_forward[TensorId::O] = baseline.values.at(TensorId::O);
   j.baseline_forward[TensorId::L] = baseline.values.at(TensorId::L);
-  j.tensors = judge(p, kForwardTensors, in.candidate, baseline.values, in.gold, noise, in.tile_q,
-                    in.tile_k, precision.lse_dtype);
+  j.tensors = judge(p, kForwardTensors, in.candidate, baseline.values, in.gold, noise, in.sums,
+                    in.tile_q, in.tile_k, precision.lse_dtype);
   j.baseline = j.baseline_forward;
   if (in.backward) {
     // Gradients are judged given the O and L the candidate's backward received.
@@ -82,7 +84,7 @@ Judgement judge_in(const Inputs& in, const Precision& precision) {
     }
     const TensorSet& against = given ? given->values : baseline.values;
     for (TensorReport& t : judge(p, kBackwardTensors, in.candidate, against, in.gold, noise,
-                                 in.tile_q, in.tile_k, precision.lse_dtype)) {
+                                 in.sums, in.tile_q, in.tile_k, precision.lse_dtype)) {
       j.baseline[t.tensor] = against.at(t.tensor);
       j.tensors.push_back(std::move(t));
     }
@@ -152,7 +154,8 @@ std::optional<DType> lse_dtype_that_fits(const Inputs& in, const Precision& prec
     if (!representable_in(cand, dt)) continue;
     const TensorReport r =
         judge(TensorId::L, p, cand, j.baseline_forward.at(TensorId::L), in.gold.at(TensorId::L),
-              in.noise.max_sigma(TensorId::L), in.tile_q, dt);
+              in.noise.max_sigma(TensorId::L), in.tile_q, dt,
+              in.sums.max_magnitude(TensorId::L));
     if (!r.rule.pass) continue;
     const double step = rounding_step(dt, r.candidate.max_abs_gold);
     finding.code = "lse_low_precision";
@@ -248,7 +251,8 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
     if (!noise_tf32) noise_tf32 = score_rounding_noise(data, backward, true);
     return &*noise_tf32;
   };
-  Inputs in{data, candidate, gold, noise, nullptr, tile_q, tile_k, backward};
+  const SumMagnitudes sums = sum_magnitudes(data, backward);
+  Inputs in{data, candidate, gold, noise, nullptr, sums, tile_q, tile_k, backward};
   if (precision.allow_tf32) in.noise_tf32 = tf32_noise();
   Judgement j = judge_in(in, precision);
 
@@ -257,6 +261,7 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
   result.backward_inputs = j.backward_inputs;
   result.backward_inputs_reason = j.backward_inputs_reason;
   result.tensors = j.tensors;
+  result.input_notes = input_notes(data, sums.max_abs_score);
   if (j.passed()) return result;
 
   // The precision findings: the candidate is right for another precision than the one asked.

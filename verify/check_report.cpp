@@ -26,9 +26,11 @@ std::string format_check(const Problem& p, const CheckResult& r) {
   std::ostringstream o;
   o << "problem: " << describe(p) << "\n";
   o << "precision: " << describe(r.precision, p) << "\n";
-  o << "rule:    " << rule_text() << "\n\n";
+  o << "rule:    " << rule_text() << "\n";
+  for (const std::string& n : r.input_notes) o << "inputs:  " << n << "\n";
+  o << "\n";
   o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("k", 3)
-    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("limit", 11)
+    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("+ cancel", 11) << pad("limit", 11)
     << pad("ratio", 9) << pad("verdict", 8) << "rel L2     NaN/inf  worst (b,h,s,i) and tile\n";
   for (const TensorReport& t : r.tensors) {
     const ErrorStats& s = t.candidate;
@@ -41,7 +43,8 @@ std::string format_check(const Problem& p, const CheckResult& r) {
     o << pad(std::string(tensor_name(t.tensor)), 7) << pad(sci(t.rule.candidate_err), 12)
       << pad(sci(t.rule.baseline_err), 13) << pad(std::to_string(static_cast<int>(t.rule.k)), 3)
       << pad(sci(t.rule.floor), 11) << pad(sci(t.rule.floor_rounding), 11)
-      << pad(sci(t.rule.floor_noise), 11) << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
+      << pad(sci(t.rule.floor_noise), 11) << pad(sci(t.rule.floor_cancellation), 11)
+      << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
       << pad(t.rule.pass ? "PASS" : "FAIL", 8) << pad(sci(s.rel_l2), 11)
       << pad(std::to_string(s.nonfinite_mismatches()), 9) << worst.str() << "\n";
   }
@@ -89,6 +92,7 @@ nlohmann::json to_json(const Problem& p, const CheckResult& r) {
        to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
       {"findings", diagnosis::to_json(r.diagnosis)["findings"]},
       {"lead", diagnosis::to_json(r.diagnosis)["lead"]},
+      {"input_notes", r.input_notes},
       {"passed", r.passed()}};
   if (!r.diagnosis.scope_note.empty()) j["diagnosis_scope"] = r.diagnosis.scope_note;
   return j;

@@ -91,8 +91,17 @@ void check_keys_and_shape(const std::string& stripped, const std::string& name,
                      std::to_string(count) + " times: '" + shown + "'");
     }
   }
+  // xtensor's parser finds each key and then computes offsets from what follows it, without
+  // checking that the colon (and the shape's parenthesis) are there: with "'shape'*(" its
+  // substring arithmetic overflows (found by tests/fuzz/, fuzz_npy). Each key must be
+  // followed by its colon, and the shape by a tuple.
+  for (const char* entry : {"'descr':", "'fortran_order':", "'shape':("}) {
+    if (stripped.find(entry) == std::string::npos) {
+      fail(name, "malformed .npy header: no " + std::string(entry) + " entry (each key needs its "
+                     "colon, the shape a tuple): '" + shown + "'");
+    }
+  }
   const std::size_t key = stripped.find("'shape':(");
-  if (key == std::string::npos) return;  // xtensor's parser names what is missing
   const std::size_t open = key + 8, close = stripped.find(')', open);
   if (close == std::string::npos) return;
   const std::string tuple = stripped.substr(open + 1, close - open - 1);

@@ -82,11 +82,14 @@ std::string format_table(const VerifyReport& report) {
   o << "run:     " << describe_settings(c) << "; worst indices placed in " << report_tile_q(c)
     << " x " << report_tile_k(c) << " (B_q x B_k) tiles\n";
   o << "precision: " << describe(precision(c), c.problem) << "\n";
-  o << "rule:    " << rule_text() << "\n\n";
-  const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 11, 11, 7, 9};
+  o << "rule:    " << rule_text() << "\n";
+  for (const std::string& n : report.input_notes) o << "inputs:  " << n << "\n";
+  o << "\n";
+  const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 11, 11, 11, 7, 9};
   o << pad("tensor", w[0]) << pad("backend", w[1]) << pad("max abs err", w[2])
     << pad("baseline err", w[3]) << pad("k", w[4]) << pad("floor", w[5]) << pad("= rounding", w[6])
-    << pad("+ noise", w[7]) << pad("limit", w[8]) << pad("ratio", w[9]) << pad("verdict", w[10])
+    << pad("+ noise", w[7]) << pad("+ cancel", w[8]) << pad("limit", w[9]) << pad("ratio", w[10])
+    << pad("verdict", w[11])
     << "worst (b,h,s,i) and tile\n";
   std::ostringstream failures;
   std::ostringstream unavailable;
@@ -109,8 +112,8 @@ std::string format_table(const VerifyReport& report) {
       o << pad(std::string(tensor_name(t.tensor)), w[0]) << pad(b.backend, w[1])
         << pad(sci(r.candidate_err), w[2]) << pad(sci(r.baseline_err), w[3])
         << pad(plain(r.k), w[4]) << pad(sci(r.floor), w[5]) << pad(sci(r.floor_rounding), w[6])
-        << pad(sci(r.floor_noise), w[7]) << pad(sci(r.limit), w[8]) << pad(fixed2(r.ratio), w[9])
-        << pad(r.pass ? "PASS" : "FAIL", w[10]) << worst_at(t.candidate, t.tensor) << "\n";
+        << pad(sci(r.floor_noise), w[7]) << pad(sci(r.floor_cancellation), w[8])
+        << pad(sci(r.limit), w[9]) << pad(fixed2(r.ratio), w[10]) << pad(r.pass ? "PASS" : "FAIL", w[11]) << worst_at(t.candidate, t.tensor) << "\n";
       if (!r.pass) {
         ++failed;
         const ErrorStats& s = t.candidate;
@@ -183,6 +186,8 @@ nlohmann::json to_json(const TensorReport& t) {
           {"floor_rounding", r.floor_rounding},
           {"floor_noise", r.floor_noise},
           {"noise_sigma", r.noise_sigma},
+          {"floor_cancellation", r.floor_cancellation},
+          {"sum_magnitude", r.sum_magnitude},
           {"baseline_err", r.baseline_err},
           {"candidate_err", r.candidate_err},
           {"limit", r.limit},
@@ -248,12 +253,15 @@ nlohmann::json to_json(const VerifyReport& report) {
             {"k", rule_k_json()},
             {"floor",
              "2 * rounding_step(output dtype, max|gold|) + 3 * max sigma of the float32 "
-             "rounding noise of the scores (and of dP - D for dQ, dK); L's output dtype is f32"},
+             "rounding noise of the scores (and of dP - D for dQ, dK) + 2^-23 * max over elements "
+             "of the magnitude of the terms each output sums (the cancellation part); L's output "
+             "dtype is f32"},
             {"noise_sigmas", kNoiseSigmas},
             {"baseline_backward",
              "run from the candidate's O and L when both pass, else from the baseline's own"},
             {"max_rel_denominator", "max(|gold|, 1e-3 * max|gold|)"}}},
           {"backends", backends},
+          {"input_notes", report.input_notes},
           {"passed", report.passed()}};
 }
 

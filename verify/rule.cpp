@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "flashref/verify/sum_magnitude.hpp"
+
 namespace flashref::verify {
 
 std::string rule_text() {
@@ -9,7 +11,8 @@ std::string rule_text() {
          "baseline = the reference backend in the candidate's precision, its backward run from "
          "the candidate's O and L when both pass; k = 2 for O, L and 3 for dQ, dK, dV; "
          "floor = 2 * rounding step of the output dtype at max|gold| (L: f32) + 3 * max sigma "
-         "of the float32 rounding noise of the scores (and of dP - D for dQ, dK); any NaN/inf "
+         "of the float32 rounding noise of the scores (and of dP - D for dQ, dK) + 2^-23 * max "
+         "over elements of the sum of the magnitudes of the terms each output adds up; any NaN/inf "
          "the gold lacks, or a gold -inf not matched, fails";
 }
 
@@ -49,14 +52,17 @@ std::string nonfinite_summary(const ErrorStats& s) {
 }  // namespace
 
 RuleCheck apply_rule(TensorId tensor, DType output_dtype, const ErrorStats& candidate,
-                     const ErrorStats& baseline, double noise_sigma) {
+                     const ErrorStats& baseline, double noise_sigma,
+                     double sum_magnitude) {
   RuleCheck r;
   r.tensor = tensor;
   r.k = rule_k(tensor);
   r.floor_rounding = rule_floor(output_dtype, candidate.max_abs_gold);
   r.noise_sigma = noise_sigma;
   r.floor_noise = rule_noise_floor(noise_sigma);
-  r.floor = r.floor_rounding + r.floor_noise;
+  r.sum_magnitude = sum_magnitude;
+  r.floor_cancellation = cancellation_floor(sum_magnitude);
+  r.floor = r.floor_rounding + r.floor_noise + r.floor_cancellation;
   r.baseline_err = baseline.max_abs;
   r.candidate_err = candidate.max_abs;
   r.limit = r.k * r.baseline_err + r.floor;
@@ -70,7 +76,7 @@ RuleCheck apply_rule(TensorId tensor, DType output_dtype, const ErrorStats& cand
   } else if (!(r.candidate_err <= r.limit)) {
     why << "max abs err " << r.candidate_err << " > limit " << r.limit << " (" << r.k << " * "
         << r.baseline_err << " + " << r.floor_rounding << " rounding + " << r.floor_noise
-        << " noise)";
+        << " noise + " << r.floor_cancellation << " cancellation)";
   }
   r.reason = why.str();
   r.pass = r.reason.empty();

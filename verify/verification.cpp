@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "flashref/error.hpp"
+#include "flashref/verify/nonfinite.hpp"
 
 namespace flashref::verify {
 
@@ -71,25 +72,28 @@ void require_tiles(const VerifyCase& c) {
 
 TensorReport judge(TensorId id, const Problem& p, const xt::xarray<double>& candidate,
                    const xt::xarray<double>& baseline, const xt::xarray<double>& gold,
-                   double noise_sigma, std::int64_t tile, DType lse_dtype) {
+                   double noise_sigma, std::int64_t tile, DType lse_dtype,
+                   double sum_magnitude) {
   TensorReport r;
   r.tensor = id;
   r.candidate = compute_stats(id, candidate, gold, tile);
   r.baseline = compute_stats(id, baseline, gold, tile);
-  r.rule = apply_rule(id, output_dtype(id, p, lse_dtype), r.candidate, r.baseline, noise_sigma);
+  r.rule = apply_rule(id, output_dtype(id, p, lse_dtype), r.candidate, r.baseline, noise_sigma,
+                      sum_magnitude);
   return r;
 }
 
 std::vector<TensorReport> judge(const Problem& p, std::span<const TensorId> ids,
                                 const TensorSet& candidate, const TensorSet& baseline,
-                                const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
+                                const TensorSet& gold, const ScoreNoise& noise,
+                                const SumMagnitudes& sums, std::int64_t tile_q,
                                 std::int64_t tile_k, DType lse_dtype) {
   std::vector<TensorReport> out;
   for (TensorId id : ids) {
     if (!candidate.has(id)) continue;
     const std::int64_t tile = seq_axis(id) == SeqAxis::query ? tile_q : tile_k;
     out.push_back(judge(id, p, candidate.at(id), baseline.at(id), gold.at(id), noise.max_sigma(id),
-                        tile, lse_dtype));
+                        tile, lse_dtype, sums.max_magnitude(id)));
   }
   return out;
 }
@@ -146,6 +150,8 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
   const ProblemData data = make_problem_data(c.problem, input_options(c));
   const TensorSet gold = compute_gold(data, c.backward);
   const ScoreNoise noise = score_rounding_noise(data, c.backward, c.allow_tf32);
+  const SumMagnitudes sums = sum_magnitudes(data, c.backward);
+  report.input_notes = input_notes(data, sums.max_abs_score);
   RunOptions run;
   run.exec = exec_options(c);
   run.layout = c.layout;
@@ -174,7 +180,7 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
       }
       const RunOutputs& candidate = own ? *own : baseline;
       b.tensors = judge(c.problem, kForwardTensors, candidate.values, baseline.values, gold, noise,
-                        tile_q, tile_k, c.lse_dtype);
+                        sums, tile_q, tile_k, c.lse_dtype);
       if (c.backward) {
         // Gradients are judged given the O and L the candidate's backward received, when they
         // passed: the baseline backward runs from them. The reference candidate's O and L are
@@ -187,7 +193,7 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
           given = run_backward_from(*reference, data, run, own->o, own->lse);
         }
         for (TensorReport& t : judge(c.problem, kBackwardTensors, candidate.values,
-                                     given ? given->values : baseline.values, gold, noise, tile_q,
+                                     given ? given->values : baseline.values, gold, noise, sums, tile_q,
                                      tile_k, c.lse_dtype)) {
           b.tensors.push_back(std::move(t));
         }

@@ -246,3 +246,19 @@ TEST(Npy, RefusesAnImplausibleShapeWithoutAllocatingIt) {
 }
 
 }  // namespace
+
+// Found by the libFuzzer target fuzz_npy (tests/fuzz/): a key without its colon reached
+// xtensor's header parser, whose substring arithmetic then overflowed (UBSan). Now refused,
+// naming the entry, before that parser runs.
+TEST(NpyFuzzFound, AKeyWithoutItsColonIsRefusedNamingTheEntry) {
+  const std::string doubles(32, '\0');
+  const std::pair<const char*, const char*> cases[] = {
+      {"{'descr': '<f8', 'fortran_order': False, 'shape'* (0, 2, 2, ), }", "'shape':("},
+      {"{'descr' '<f4', 'fortran_order': False, 'shape': (2, 3), }", "'descr':"},
+      {"{'descr': '<f4', 'fortran_order' False, 'shape': (2, 3), }", "'fortran_order':"}};
+  for (const auto& [dict, entry] : cases) {
+    SCOPED_TRACE(dict);
+    const std::string message = error_of(npy_bytes(dict, doubles));
+    EXPECT_NE(message.find(std::string("no ") + entry + " entry"), std::string::npos) << message;
+  }
+}

@@ -139,6 +139,7 @@ TEST(Verification, EveryCheckCarriesItsTensorsScoreNoiseInTheFloor) {
   const VerifyReport report = run_verification(c, {"reference", "cpu"});
   const ProblemData data = make_problem_data(c.problem, input_options(c));
   const ScoreNoise noise = score_rounding_noise(data, true);
+  const SumMagnitudes sums = sum_magnitudes(data, true);
   const nlohmann::json j = to_json(report);
   for (std::size_t bi = 0; bi < report.backends.size(); ++bi) {
     const BackendReport& b = report.backends[bi];
@@ -153,17 +154,21 @@ TEST(Verification, EveryCheckCarriesItsTensorsScoreNoiseInTheFloor) {
       EXPECT_EQ(r.floor_rounding,
                 rule_floor(output_dtype(t.tensor, c.problem), t.candidate.max_abs_gold))
           << name;
-      EXPECT_EQ(r.floor, r.floor_rounding + r.floor_noise) << name;
+      EXPECT_EQ(r.sum_magnitude, sums.max_magnitude(t.tensor)) << name;
+      EXPECT_GT(r.sum_magnitude, 0.0) << name;
+      EXPECT_EQ(r.floor_cancellation, kSumEpsilon * r.sum_magnitude) << name;
+      EXPECT_EQ(r.floor, r.floor_rounding + r.floor_noise + r.floor_cancellation) << name;
       EXPECT_EQ(r.limit, r.k * r.baseline_err + r.floor) << name;
       const nlohmann::json& jt = j["backends"][bi]["tensors"][ti];
       EXPECT_EQ(jt["floor_rounding"].get<double>(), r.floor_rounding) << name;
       EXPECT_EQ(jt["floor_noise"].get<double>(), r.floor_noise) << name;
       EXPECT_EQ(jt["noise_sigma"].get<double>(), r.noise_sigma) << name;
+      EXPECT_EQ(jt["floor_cancellation"].get<double>(), r.floor_cancellation) << name;
       EXPECT_EQ(jt["floor"].get<double>(), r.floor) << name;
     }
   }
   const std::string table = format_table(report);
-  EXPECT_NE(table.find("floor      = rounding + noise"), std::string::npos) << table;
+  EXPECT_NE(table.find("floor      = rounding + noise    + cancel"), std::string::npos) << table;
 }
 
 TEST(Verification, ForwardOnlyJudgesNoGradientsAndSaysNothingAboutTheirBaseline) {

@@ -97,6 +97,10 @@ int run_check(const CheckSettings& s) {
   std::optional<verify::CheckResult> result;
   if (!candidate.empty()) {
     result = verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
+    // Values the files held finite that the problem's dtype could not: named first.
+    for (auto n = input.overflows.rbegin(); n != input.overflows.rend(); ++n) {
+      result->input_notes.insert(result->input_notes.begin(), "input " + *n);
+    }
   }
   std::optional<verify::StatesReport> report;
   if (grid) report = verify::judge_forward_states(input.data, *grid, states);

@@ -9,6 +9,7 @@
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
 #include "flashref/limits.hpp"
+#include "flashref/verify/nonfinite.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/report.hpp"
 #include "feasibility.hpp"
@@ -49,6 +50,9 @@ int run_run(const RunSettings& s) {
   options.exec.allow_tf32 = s.allow_tf32;
   options.layout = verify::Layout::bhsd;
   options.backward = !input.data.dO.empty();
+  for (const std::string& note : input.overflows) {
+    std::cerr << "flashref run: warning: input " << note << "\n";
+  }
   verify::RunOutputs out;
   if (lse_dtype == DType::f32) {
     out = verify::run_backend(*backend, input.data, options);
@@ -71,6 +75,8 @@ int run_run(const RunSettings& s) {
                     {"o", "lse", "dq", "dk", "dv"});
   if (!written_outputs.note.empty()) std::cerr << "flashref run: note: " << written_outputs.note << "\n";
   nlohmann::json written = written_outputs.paths;
+  const std::vector<std::string> warnings = verify::nonfinite_warnings(out.values, input.data);
+  for (const std::string& w : warnings) std::cerr << "flashref run: warning: " << w << "\n";
   if (s.json) {
     nlohmann::json j = {
         {"command", "run"},
@@ -78,7 +84,9 @@ int run_run(const RunSettings& s) {
         {"problem", verify::to_json(p)},
         {"course_layout", input.course_layout},
         {"precision", verify::to_json(verify::Precision{s.allow_tf32, lse_dtype}, p)},
-        {"outputs", written}};
+        {"outputs", written},
+        {"warnings", warnings},
+        {"input_overflows", input.overflows}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << "problem: " << describe(p) << "\nbackend: " << s.backend

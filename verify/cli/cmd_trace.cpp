@@ -129,6 +129,7 @@ int run_trace(const TraceOptions& o) {
   settings.backward = o.backward;
   settings.grid_only = o.grid_only;
   const Trace trace = record_trace(data, settings);
+  for (const std::string& w : trace.warnings) std::cerr << "flashref trace: warning: " << w << "\n";
   if (o.json) {
     std::cout << trace_json(trace).dump(2) << "\n";
   } else if (o.grid_only) {

@@ -1,5 +1,9 @@
 #include "npy_problem.hpp"
 
+#include <cmath>
+#include <limits>
+#include <sstream>
+
 #include "flashref/error.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/tensor_set.hpp"
@@ -36,12 +40,45 @@ std::array<std::int64_t, 4> bhsd(const NpyArray& a, const std::string& path,
 
 // The file's values in `dtype` (rounded to nearest even for f16/bf16; exact for f32 and for
 // f16 files read as f16), in the (B, H, S, d) shape of bhsd().
+// The largest finite value of `dtype`.
+double largest_finite(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return 65504.0;
+    case DType::bf16:
+      return 0x1.fep127;
+    case DType::f32:
+      break;
+  }
+  return std::numeric_limits<float>::max();
+}
+
+// A finite file value that rounds to an infinity in `dtype` (f16 above 65504, bf16 and f32
+// above 3.4e38) is named in `notes`: the candidate then sees an infinity the file did not hold.
 verify::HostTensor to_host(const NpyArray& a, const std::array<std::int64_t, 4>& shape,
-                           DType dtype) {
+                           DType dtype, const std::string& name, const std::string& path,
+                           std::vector<std::string>& notes) {
   xt::xarray<double> values = a.values;
   values.reshape({static_cast<std::size_t>(shape[0]), static_cast<std::size_t>(shape[1]),
                   static_cast<std::size_t>(shape[2]), static_cast<std::size_t>(shape[3])});
-  return verify::HostTensor::from_canonical(values, dtype);
+  verify::HostTensor t = verify::HostTensor::from_canonical(values, dtype);
+  const xt::xtensor<double, 4> stored = t.to_double();
+  std::int64_t overflowed = 0;
+  std::size_t first = 0;
+  for (std::size_t n = 0; n < values.size(); ++n) {
+    if (std::isfinite(values.flat(n)) && !std::isfinite(stored.flat(n))) {
+      if (overflowed++ == 0) first = n;
+    }
+  }
+  if (overflowed > 0) {
+    std::ostringstream o;
+    o << name << " (" << path << "): " << overflowed << " finite value(s) overflow to infinity "
+      << "when rounded to " << dtype_name(dtype) << " (first " << values.flat(first)
+      << " at flat index " << first << "; the largest " << dtype_name(dtype) << " is "
+      << largest_finite(dtype) << ")";
+    notes.push_back(o.str());
+  }
+  return t;
 }
 
 std::string dims(const std::array<std::int64_t, 4>& s) {
@@ -123,10 +160,10 @@ NpyProblem load_npy_problem(const NpyProblemOptions& o) {
   NpyProblem result;
   result.course_layout = rank == 3;
   result.data.problem = p;
-  result.data.q = to_host(q, q_shape, dtype);
-  result.data.k = to_host(k, k_shape, dtype);
-  result.data.v = to_host(v, v_shape, dtype);
-  if (dO) result.data.dO = to_host(*dO, q_shape, dtype);
+  result.data.q = to_host(q, q_shape, dtype, "Q", o.q, result.overflows);
+  result.data.k = to_host(k, k_shape, dtype, "K", o.k, result.overflows);
+  result.data.v = to_host(v, v_shape, dtype, "V", o.v, result.overflows);
+  if (dO) result.data.dO = to_host(*dO, q_shape, dtype, "dO", o.dO, result.overflows);
   return result;
 }
 

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <xtensor/xarray.hpp>
@@ -37,6 +38,8 @@ class NpyProblemOptions {
 struct NpyProblem {
   verify::ProblemData data;    // dO empty unless --do was given
   bool course_layout = false;  // the inputs were 3-D (B, S, d)
+  // One line per input with finite values that overflow when rounded to the problem's dtype.
+  std::vector<std::string> overflows;
 };
 
 // Reads and checks the inputs. Throws InvalidArgument naming the file (or the option) and what

@@ -5,9 +5,21 @@
 #include <vector>
 
 #include "flashref/error.hpp"
-#include "problem_options.hpp"
 
 namespace flashref::cli {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = s.find(',', start);
+    parts.push_back(s.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return parts;
+}
+
 namespace {
 
 // Decimal digits only: no sign, no spaces, no "0x", no exponent.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,9 @@ std::uint64_t parse_seed(const std::string& text, const std::string& option);
 
 // f32, f16 or bf16, with the error naming `option` (not always --dtype).
 DType parse_dtype_option(const std::string& text, const std::string& option);
+
+// Splits "a,b,c" into its parts (empty parts kept, so "a,,b" can be reported).
+std::vector<std::string> split_commas(const std::string& s);
 
 // Adds --seed to `app`, parsed by parse_seed into `seed` (its default shown in --help).
 CLI::Option* add_seed_option(CLI::App& app, std::uint64_t& seed, const std::string& help);

@@ -10,18 +10,6 @@
 
 namespace flashref::cli {
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = s.find(',', start);
-    parts.push_back(s.substr(start, comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return parts;
-}
-
 namespace {
 
 // The option a user typed for a field that validate(Problem) names.

@@ -11,6 +11,7 @@
 
 #include "flashref/problem.hpp"
 #include "flashref/verify/host_tensor.hpp"
+#include "option_parsers.hpp"  // split_commas
 
 namespace flashref::cli {
 
@@ -52,8 +53,5 @@ class ProblemOptions {
   CLI::Option* grad_dtype_opt_ = nullptr;
   CLI::Option* backends_opt_ = nullptr;
 };
-
-// Splits "a,b,c" into its parts (empty parts kept, so "a,,b" can be reported).
-std::vector<std::string> split_commas(const std::string& s);
 
 }  // namespace flashref::cli

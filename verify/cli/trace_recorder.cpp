@@ -9,6 +9,7 @@
 #include "flashref/cpu/isa.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/gold.hpp"
+#include "flashref/verify/nonfinite.hpp"
 #include "flashref/verify/runner.hpp"
 
 namespace flashref::cli {
@@ -333,6 +334,7 @@ Trace record_trace(const verify::ProblemData& data, const TraceSettings& setting
   run.backward = settings.backward;
   const std::unique_ptr<Backend> traced = cpu::make_backend({.trace = &recorder});
   const verify::RunOutputs out = verify::run_backend(*traced, data, run);
+  trace.warnings = verify::nonfinite_warnings(out.values, data);
   if (settings.grid_only) return trace;
 
   trace.Q = head(data.q, 0);

@@ -53,6 +53,9 @@ struct Trace {
   TraceValues O, L, dQ, dK, dV;  // as the backend wrote them
   // Largest |result - gold| (gold: naive attention in double) per result symbol.
   std::vector<std::pair<std::string, double>> gold_error;
+  // Outputs holding NaN or an infinity, and what in the inputs explains them
+  // (verify/nonfinite.hpp, nonfinite_warnings); empty when every output is finite.
+  std::vector<std::string> warnings;
 };
 
 // Runs the cpu backend with the trace hook on `data` and records the walkthrough, with the

@@ -267,6 +267,7 @@ nlohmann::json trace_json(const Trace& t) {
           {"B_k", t.B_k},
           {"T_q", t.T_q},
           {"T_k", t.T_k},
+          {"warnings", t.warnings},
           {"grid", grid},
           {"inputs", {{"Q", values(t.Q)}, {"K", values(t.K)}, {"V", values(t.V)}}},
           {"steps", steps},

@@ -21,6 +21,8 @@ struct CheckResult {
   diagnosis::Diagnosis diagnosis;
   BackwardInputs backward_inputs = BackwardInputs::none;  // none when no gradient was given
   std::string backward_inputs_reason;  // why the baseline's own O and L were used; else empty
+  // Non-finite inputs and scores beyond float32's range (nonfinite.hpp, input_notes).
+  std::vector<std::string> input_notes;
   bool passed() const;
 };
 

@@ -9,10 +9,12 @@
 //
 //   floor = 2 * rounding_step(output dtype, max |gold|)     (L's output dtype is float32)
 //         + 3 * max_e sigma_T(e)                            (noise_floor.hpp)
+//         + 2^-23 * max_e M_T(e)                            (sum_magnitude.hpp)
 //
 // The first part is one rounding of the output on each side; the second is the spread that
 // the float32 rounding of the scores (and, for dQ and dK, of dP - D) alone gives two correct
-// kernels. The gradients' baseline is the reference backward run from the candidate's own O
+// kernels; the third is one float32 epsilon of the terms each output sums, which bounds a
+// correct kernel's error where those terms cancel. The gradients' baseline is the reference backward run from the candidate's own O
 // and L when both pass (the inputs the candidate's backward received), else from the
 // baseline's own (verification.hpp).
 #pragma once
@@ -39,10 +41,12 @@ double rule_noise_floor(double max_sigma);
 struct RuleCheck {
   TensorId tensor = TensorId::O;
   double k = 0.0;
-  double floor = 0.0;           // floor_rounding + floor_noise
+  double floor = 0.0;           // floor_rounding + floor_noise + floor_cancellation
   double floor_rounding = 0.0;  // 2 rounding steps of the output dtype at max|gold|
   double floor_noise = 0.0;     // kNoiseSigmas * max_sigma: float32 rounding of S (and dP - D)
   double noise_sigma = 0.0;     // max_e sigma_T(e)
+  double floor_cancellation = 0.0;  // kSumEpsilon * sum_magnitude: the terms the sums add up
+  double sum_magnitude = 0.0;       // max_e M_T(e) (sum_magnitude.hpp)
   double baseline_err = 0.0;    // baseline max abs error vs the gold
   double candidate_err = 0.0;   // candidate max abs error vs the gold
   double limit = 0.0;           // k * baseline_err + floor
@@ -53,9 +57,11 @@ struct RuleCheck {
 
 // `output_dtype`: output_dtype(tensor, problem); `noise_sigma`: score_rounding_noise(...)
 // .max_sigma(tensor) (0 leaves only the rounding part, as callers without the inputs must).
+// `sum_magnitude`: sum_magnitudes(...).max_magnitude(tensor) (0 leaves the term out).
 // Fails when either side has non-finite mismatches: for the baseline, because the limit would
 // then mean nothing.
 RuleCheck apply_rule(TensorId tensor, DType output_dtype, const ErrorStats& candidate,
-                     const ErrorStats& baseline, double noise_sigma = 0.0);
+                     const ErrorStats& baseline, double noise_sigma = 0.0,
+                     double sum_magnitude = 0.0);
 
 }  // namespace flashref::verify

@@ -14,6 +14,7 @@
 #include "flashref/verify/noise_floor.hpp"
 #include "flashref/verify/rule.hpp"
 #include "flashref/verify/runner.hpp"
+#include "flashref/verify/sum_magnitude.hpp"
 #include "flashref/verify/tensor_set.hpp"
 #include "flashref/verify/verify_case.hpp"
 
@@ -52,6 +53,8 @@ struct BackendReport {
 struct VerifyReport {
   VerifyCase verify_case;
   std::vector<BackendReport> backends;
+  // Non-finite inputs and scores beyond float32's range (nonfinite.hpp, input_notes).
+  std::vector<std::string> input_notes;
   // Every available backend passed (unavailable ones are listed, not failed).
   bool passed() const;
   bool any_available() const;
@@ -59,11 +62,13 @@ struct VerifyReport {
 
 // The rule applied to one tensor: the statistics of the candidate and of the baseline against
 // the gold, the worst index placed in a tile of `tile` rows along seq_axis(id), and
-// apply_rule with the floor's noise part from `noise_sigma` (ScoreNoise::max_sigma). Canonical
+// apply_rule with the floor's noise part from `noise_sigma` (ScoreNoise::max_sigma) and its
+// cancellation part from `sum_magnitude` (SumMagnitudes::max_magnitude). Canonical
 // layout (tensor_set.hpp).
 TensorReport judge(TensorId id, const Problem& problem, const xt::xarray<double>& candidate,
                    const xt::xarray<double>& baseline, const xt::xarray<double>& gold,
-                   double noise_sigma, std::int64_t tile, DType lse_dtype = DType::f32);
+                   double noise_sigma, std::int64_t tile, DType lse_dtype = DType::f32,
+                   double sum_magnitude = 0.0);
 
 // `lse_dtype` (--lse-dtype) is the dtype L was stored in: L's floor is a rounding step of it.
 // judge() for each tensor of `ids` that `candidate` has, in the order of `ids`: the query
@@ -72,7 +77,8 @@ TensorReport judge(TensorId id, const Problem& problem, const xt::xarray<double>
 // backward's gradients chosen by choose_gradient_baseline.
 std::vector<TensorReport> judge(const Problem& problem, std::span<const TensorId> ids,
                                 const TensorSet& candidate, const TensorSet& baseline,
-                                const TensorSet& gold, const ScoreNoise& noise, std::int64_t tile_q,
+                                const TensorSet& gold, const ScoreNoise& noise,
+                                const SumMagnitudes& sums, std::int64_t tile_q,
                                 std::int64_t tile_k, DType lse_dtype = DType::f32);
 
 struct GradientBaseline {
