@@ -45,7 +45,7 @@ class RingBackend final : public Backend {
       : inner_(std::move(inner)), ranks_(ranks) {}
 
   std::string name() const override {
-    return "ring" + std::to_string(ranks_) + "(" + inner_->name() + ")";
+    return ring_backend_name(ranks_, inner_->name());
   }
 
   Support supports(const Problem& p) const override {
@@ -85,6 +85,10 @@ class RingBackend final : public Backend {
 };
 
 }  // namespace
+
+std::string ring_backend_name(int ranks, const std::string& inner) {
+  return "ring" + std::to_string(ranks) + "(" + inner + ")";
+}
 
 std::unique_ptr<Backend> make_ring_backend(std::shared_ptr<const Backend> inner, int ranks) {
   if (!inner) throw InvalidArgument("inner", "backend is null");

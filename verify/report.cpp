@@ -55,7 +55,9 @@ std::string backward_inputs_lines(const VerifyReport& r) {
 
 std::vector<std::string> backend_list(const VerifyReport& r) {
   std::vector<std::string> names;
-  for (const BackendReport& b : r.backends) names.push_back(b.backend);
+  for (const BackendReport& b : r.backends) {
+    names.push_back(r.verify_case.ranks > 0 ? inner_backend_name(b.backend) : b.backend);
+  }
   return names;
 }
 
@@ -241,7 +243,8 @@ nlohmann::json to_json(const VerifyReport& report) {
             {"large", c.large},
             {"backward", c.backward},
             {"allow_tf32", c.allow_tf32},
-            {"lse_dtype", std::string(dtype_name(c.lse_dtype))}}},
+            {"lse_dtype", std::string(dtype_name(c.lse_dtype))},
+            {"ranks", c.ranks}}},
           {"precision", to_json(precision(c), c.problem)},
           {"rule",
            {{"text", rule_text()},

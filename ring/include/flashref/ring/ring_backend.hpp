@@ -22,6 +22,8 @@ namespace flashref::ring {
 // Named "ring<R>(<inner>)", e.g. "ring4(cpu)". Calls on it take host pointers to the whole
 // problem's tensors. Inner calls get num_threads / R OpenMP threads each (at least 1).
 std::unique_ptr<Backend> make_ring_backend(std::shared_ptr<const Backend> inner, int ranks);
+// The name such a backend has: "ring<ranks>(<inner>)".
+std::string ring_backend_name(int ranks, const std::string& inner);
 
 // One rank's part, for callers that run ranks themselves (one process per GPU over NCCL, or
 // threads of their own): `global` holds the whole problem's tensors, of which this rank reads
