@@ -1,6 +1,8 @@
 // One rank's backward: D comes from this rank's own O and dO (the inner backward computes it
 // from the O it is given), P from the merged L, and each key/value block travels the ring with
 // its dK, dV accumulators, which every rank adds to and which arrive home after R hops.
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -57,6 +59,7 @@ void ring_backward_rank(const Backend& inner, Transport& transport,
   Problem partial = p;
   partial.grad_dtype = DType::f32;
   const int to = (r + 1) % R, from = (r - 1 + R) % R;
+  int owner = r;  // whose block is in hand
 
   for (int step = 0; step < R; ++step) {
     const int next_owner = ((r - step - 1) % R + R) % R;
@@ -104,6 +107,13 @@ void ring_backward_rank(const Backend& inner, Transport& transport,
     std::swap(block_grads, next_grads);
     kv = next_kv;
     grads = next_gr;
+    owner = next_owner;
+  }
+  // Each rank writes only its own dK, dV rows, as a rank of a distributed run holds only its
+  // own shard: the block in hand must be back home.
+  if (owner != r) {
+    throw std::logic_error("ring backward: rank " + std::to_string(r) + " ended with the dK, dV of rank " +
+                           std::to_string(owner) + " instead of its own");
   }
 
   // After R hops the block in hand is this rank's own, with every rank's contribution.

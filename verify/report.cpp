@@ -1,5 +1,6 @@
 #include "flashref/verify/report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -85,7 +86,12 @@ std::string format_table(const VerifyReport& report) {
     << " x " << report_tile_k(c) << " (B_q x B_k) tiles\n";
   o << "precision: " << describe(precision(c), c.problem) << "\n";
   o << "rule:    " << rule_text() << "\n\n";
-  const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 11, 11, 7, 9};
+  // The backend column fits the longest name ("ring4(reference)" with --ranks) plus a space.
+  std::size_t backend_width = 11;
+  for (const BackendReport& b : report.backends) {
+    backend_width = std::max(backend_width, b.backend.size() + 1);
+  }
+  const std::size_t w[] = {8, backend_width, 13, 14, 3, 11, 11, 11, 11, 7, 9};
   o << pad("tensor", w[0]) << pad("backend", w[1]) << pad("max abs err", w[2])
     << pad("baseline err", w[3]) << pad("k", w[4]) << pad("floor", w[5]) << pad("= rounding", w[6])
     << pad("+ noise", w[7]) << pad("limit", w[8]) << pad("ratio", w[9]) << pad("verdict", w[10])

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,13 +22,14 @@ struct KeySplit {
   std::vector<std::size_t> order;    // a permutation of 0..n-1: the merge order
 };
 
-// "bounds 0,3,7 order 1,0"
+// "key blocks at 0,3,7, merged in order 1,0"
 inline std::string describe(const KeySplit& s) {
-  std::string out = "key blocks at";
-  for (std::size_t i = 0; i < s.bounds.size(); ++i) out += (i ? "," : " ") + std::to_string(s.bounds[i]);
-  out += ", merged in order";
-  for (std::size_t i = 0; i < s.order.size(); ++i) out += (i ? "," : " ") + std::to_string(s.order[i]);
-  return out;
+  std::ostringstream o;
+  o << "key blocks at";
+  for (std::size_t i = 0; i < s.bounds.size(); ++i) o << (i ? "," : " ") << s.bounds[i];
+  o << ", merged in order";
+  for (std::size_t i = 0; i < s.order.size(); ++i) o << (i ? "," : " ") << s.order[i];
+  return o.str();
 }
 
 class SplitKeysBackend final : public Backend {
