@@ -70,5 +70,16 @@ TEST(RingCli, BenchRanksTimesTheRing) {
   }
 }
 
+TEST(RingCli, FuzzRanksFuzzesTheRingAndReproducesAFailureAsARing) {
+  const auto ok = run_cli("fuzz --backend cpu --ranks 2 --cases 20 --max-seq 40 --seed 3 --json");
+  ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  // A planted bug in every rank's partial attention (L in base 2) breaks the merge's weights:
+  // found, shrunk, and reproduced with --ranks.
+  const auto bad = run_cli(
+      "fuzz --backend cpu --ranks 3 --cases 50 --max-seq 40 --seed 3 --plant-fault lse_base2 --json");
+  ASSERT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_TRUE(contains(bad.out, "--ranks 3")) << bad.out;
+}
+
 }  // namespace
 }  // namespace flashref
