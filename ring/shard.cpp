@@ -1,5 +1,7 @@
 #include "shard.hpp"
 
+#include <cstring>
+
 namespace flashref::ring::detail {
 
 LocalRows zero_rows(std::int64_t B, std::int64_t rows, std::int64_t heads, std::int64_t d,
@@ -11,9 +13,28 @@ LocalRows zero_rows(std::int64_t B, std::int64_t rows, std::int64_t heads, std::
   return r;
 }
 
+namespace {
+
+// dst row (b, s_dst, h) = src row (b, s_src, h), bytes as they are (same dtype).
+void copy_row(const TensorView& src, std::int64_t b, std::int64_t s_src, std::int64_t h,
+              const TensorView& dst, std::int64_t s_dst) {
+  const std::size_t elem = dtype_size(src.dtype);
+  std::memcpy(static_cast<std::byte*>(dst.data) + dst.offset(b, s_dst, h) * static_cast<std::int64_t>(elem),
+              static_cast<const std::byte*>(src.data) + src.offset(b, s_src, h) * static_cast<std::int64_t>(elem),
+              static_cast<std::size_t>(src.dim) * elem);
+}
+
+}  // namespace
+
 LocalRows gather_rows(const TensorView& global, std::int64_t begin, std::int64_t rows,
                       DType dtype) {
   LocalRows r = zero_rows(global.batch, rows, global.heads, global.dim, dtype);
+  if (global.dtype == dtype) {  // no conversion: whole rows
+    for (std::int64_t b = 0; b < global.batch; ++b)
+      for (std::int64_t s = 0; s < rows; ++s)
+        for (std::int64_t h = 0; h < global.heads; ++h) copy_row(global, b, begin + s, h, r.view, s);
+    return r;
+  }
   for (std::int64_t b = 0; b < global.batch; ++b)
     for (std::int64_t s = 0; s < rows; ++s)
       for (std::int64_t h = 0; h < global.heads; ++h)
@@ -23,6 +44,12 @@ LocalRows gather_rows(const TensorView& global, std::int64_t begin, std::int64_t
 }
 
 void scatter_rows(const TensorView& local, const TensorView& global, std::int64_t begin) {
+  if (local.dtype == global.dtype) {  // no rounding: whole rows
+    for (std::int64_t b = 0; b < local.batch; ++b)
+      for (std::int64_t s = 0; s < local.seq; ++s)
+        for (std::int64_t h = 0; h < local.heads; ++h) copy_row(local, b, s, h, global, begin + s);
+    return;
+  }
   for (std::int64_t b = 0; b < local.batch; ++b)
     for (std::int64_t s = 0; s < local.seq; ++s)
       for (std::int64_t h = 0; h < local.heads; ++h)
