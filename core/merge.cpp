@@ -14,8 +14,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 void require_target(const MergeTarget& t) {
   if (t.O.data == nullptr) throw InvalidArgument("merge.O", "data pointer is null");
   if (t.O.dtype != DType::f32) {
-    throw InvalidArgument("merge.O", "the accumulator must be f32, got " +
-                                         std::string(dtype_name(t.O.dtype)));
+    throw InvalidArgument("merge.O",
+                          "the accumulator must be f32, got " + std::string(dtype_name(t.O.dtype)));
   }
   if (t.L == nullptr) throw InvalidArgument("merge.L", "data pointer is null");
 }
@@ -28,8 +28,8 @@ std::string shape_of(const TensorView& v) {
 void require_same_shape(const MergeTarget& t, const TensorView& v, const char* field) {
   if (v.data == nullptr) throw InvalidArgument(field, "data pointer is null");
   if (v.batch != t.O.batch || v.seq != t.O.seq || v.heads != t.O.heads || v.dim != t.O.dim) {
-    throw InvalidArgument(field, "shape " + shape_of(v) + " differs from the accumulator's " +
-                                     shape_of(t.O));
+    throw InvalidArgument(
+        field, "shape " + shape_of(v) + " differs from the accumulator's " + shape_of(t.O));
   }
 }
 

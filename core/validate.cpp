@@ -167,11 +167,10 @@ void validate_placement(const Problem& p) {
       throw InvalidArgument(offset_field, "must be >= 0, got " + std::to_string(offset));
     }
     if (total < offset + length) {
-      throw InvalidArgument(total_field, "must be >= the block's offset + " +
-                                             std::string(length_name) + " = " +
-                                             std::to_string(offset) + " + " +
-                                             std::to_string(length) + ", got " +
-                                             std::to_string(total));
+      throw InvalidArgument(total_field,
+                            "must be >= the block's offset + " + std::string(length_name) + " = " +
+                                std::to_string(offset) + " + " + std::to_string(length) + ", got " +
+                                std::to_string(total));
     }
   };
   inside(at.q_offset, p.S_q, at.S_q_total, "problem.placement.q_offset",

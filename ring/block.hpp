@@ -28,8 +28,8 @@ inline bool block_sees_a_key(const Problem& block) {
 // The OpenMP threads of each inner call: the caller's budget (or the machine's) shared by the
 // R ranks that run at once.
 inline ExecutionOptions inner_options(ExecutionOptions o, int ranks) {
-  const int budget = o.num_threads > 0 ? o.num_threads
-                                       : static_cast<int>(std::thread::hardware_concurrency());
+  const int budget =
+      o.num_threads > 0 ? o.num_threads : static_cast<int>(std::thread::hardware_concurrency());
   o.num_threads = std::max(1, budget / ranks);
   return o;
 }

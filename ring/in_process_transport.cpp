@@ -42,15 +42,16 @@ class InProcessTransport final : public Transport {
 InProcessHub::InProcessHub(int ranks) : ranks_(ranks) {
   if (ranks < 1) throw InvalidArgument("ranks", "must be >= 1, got " + std::to_string(ranks));
   channels_.resize(static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) transports_.push_back(std::make_unique<InProcessTransport>(*this, r));
+  for (int r = 0; r < ranks; ++r)
+    transports_.push_back(std::make_unique<InProcessTransport>(*this, r));
 }
 
 InProcessHub::~InProcessHub() = default;
 
 Transport& InProcessHub::rank(int r) {
   if (r < 0 || r >= ranks_) {
-    throw InvalidArgument("rank", "must be in 0.." + std::to_string(ranks_ - 1) + ", got " +
-                                      std::to_string(r));
+    throw InvalidArgument(
+        "rank", "must be in 0.." + std::to_string(ranks_ - 1) + ", got " + std::to_string(r));
   }
   return *transports_[static_cast<std::size_t>(r)];
 }

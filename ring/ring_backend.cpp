@@ -44,9 +44,7 @@ class RingBackend final : public Backend {
   RingBackend(std::shared_ptr<const Backend> inner, int ranks)
       : inner_(std::move(inner)), ranks_(ranks) {}
 
-  std::string name() const override {
-    return ring_backend_name(ranks_, inner_->name());
-  }
+  std::string name() const override { return ring_backend_name(ranks_, inner_->name()); }
 
   Support supports(const Problem& p) const override {
     if (p.placement.placed()) {

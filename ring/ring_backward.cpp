@@ -15,8 +15,7 @@ namespace flashref::ring {
 using detail::BlockLayout;
 using detail::LocalRows;
 
-void ring_backward_rank(const Backend& inner, Transport& transport,
-                        const BackwardParams& global) {
+void ring_backward_rank(const Backend& inner, Transport& transport, const BackwardParams& global) {
   const Problem& p = global.problem;
   const int r = transport.rank(), R = transport.size();
   const Zigzag queries(p.S_q, R), keys(p.S_k, R);
@@ -112,15 +111,18 @@ void ring_backward_rank(const Backend& inner, Transport& transport,
   // Each rank writes only its own dK, dV rows, as a rank of a distributed run holds only its
   // own shard: the block in hand must be back home.
   if (owner != r) {
-    throw std::logic_error("ring backward: rank " + std::to_string(r) + " ended with the dK, dV of rank " +
-                           std::to_string(owner) + " instead of its own");
+    throw std::logic_error("ring backward: rank " + std::to_string(r) +
+                           " ended with the dK, dV of rank " + std::to_string(owner) +
+                           " instead of its own");
   }
 
   // After R hops the block in hand is this rank's own, with every rank's contribution.
   for (int slot = 0; slot < 2; ++slot) {
     if (grads.chunk_length(slot) == 0) continue;
-    detail::scatter_rows(grads.view(block_grads.data(), slot, 0), global.dk, grads.chunk_begin(slot));
-    detail::scatter_rows(grads.view(block_grads.data(), slot, 1), global.dv, grads.chunk_begin(slot));
+    detail::scatter_rows(grads.view(block_grads.data(), slot, 0), global.dk,
+                         grads.chunk_begin(slot));
+    detail::scatter_rows(grads.view(block_grads.data(), slot, 1), global.dv,
+                         grads.chunk_begin(slot));
   }
   for (QueryChunk& q : mine) detail::scatter_rows(q.dQ_acc.view, global.dq, q.begin);
 }

@@ -44,10 +44,12 @@ void ring_forward_rank(const Backend& inner, Transport& transport, const Forward
   for (int slot = 0; slot < 2; ++slot) {
     const std::int64_t rows = layout.chunk_length(slot);
     if (rows == 0) continue;
-    detail::scatter_rows(detail::gather_rows(global.k, layout.chunk_begin(slot), rows, p.dtype).view,
-                         layout.view(block.data(), slot, 0), 0);
-    detail::scatter_rows(detail::gather_rows(global.v, layout.chunk_begin(slot), rows, p.dtype).view,
-                         layout.view(block.data(), slot, 1), 0);
+    detail::scatter_rows(
+        detail::gather_rows(global.k, layout.chunk_begin(slot), rows, p.dtype).view,
+        layout.view(block.data(), slot, 0), 0);
+    detail::scatter_rows(
+        detail::gather_rows(global.v, layout.chunk_begin(slot), rows, p.dtype).view,
+        layout.view(block.data(), slot, 1), 0);
   }
 
   for (int step = 0; step < R; ++step) {

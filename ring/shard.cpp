@@ -7,8 +7,7 @@ namespace flashref::ring::detail {
 LocalRows zero_rows(std::int64_t B, std::int64_t rows, std::int64_t heads, std::int64_t d,
                     DType dtype) {
   LocalRows r;
-  r.bytes.assign(static_cast<std::size_t>(B * rows * heads * d) * dtype_size(dtype),
-                 std::byte{0});
+  r.bytes.assign(static_cast<std::size_t>(B * rows * heads * d) * dtype_size(dtype), std::byte{0});
   r.view = bshd_view(r.bytes.data(), dtype, B, rows, heads, d);
   return r;
 }
@@ -19,9 +18,11 @@ namespace {
 void copy_row(const TensorView& src, std::int64_t b, std::int64_t s_src, std::int64_t h,
               const TensorView& dst, std::int64_t s_dst) {
   const std::size_t elem = dtype_size(src.dtype);
-  std::memcpy(static_cast<std::byte*>(dst.data) + dst.offset(b, s_dst, h) * static_cast<std::int64_t>(elem),
-              static_cast<const std::byte*>(src.data) + src.offset(b, s_src, h) * static_cast<std::int64_t>(elem),
-              static_cast<std::size_t>(src.dim) * elem);
+  std::memcpy(
+      static_cast<std::byte*>(dst.data) + dst.offset(b, s_dst, h) * static_cast<std::int64_t>(elem),
+      static_cast<const std::byte*>(src.data) +
+          src.offset(b, s_src, h) * static_cast<std::int64_t>(elem),
+      static_cast<std::size_t>(src.dim) * elem);
 }
 
 }  // namespace
@@ -32,7 +33,8 @@ LocalRows gather_rows(const TensorView& global, std::int64_t begin, std::int64_t
   if (global.dtype == dtype) {  // no conversion: whole rows
     for (std::int64_t b = 0; b < global.batch; ++b)
       for (std::int64_t s = 0; s < rows; ++s)
-        for (std::int64_t h = 0; h < global.heads; ++h) copy_row(global, b, begin + s, h, r.view, s);
+        for (std::int64_t h = 0; h < global.heads; ++h)
+          copy_row(global, b, begin + s, h, r.view, s);
     return r;
   }
   for (std::int64_t b = 0; b < global.batch; ++b)
@@ -66,8 +68,8 @@ void add_rows(const TensorView& acc, const TensorView& part) {
       }
 }
 
-std::vector<float> gather_lse(const float* global, std::int64_t B, std::int64_t H,
-                              std::int64_t S, std::int64_t begin, std::int64_t rows) {
+std::vector<float> gather_lse(const float* global, std::int64_t B, std::int64_t H, std::int64_t S,
+                              std::int64_t begin, std::int64_t rows) {
   std::vector<float> local(static_cast<std::size_t>(B * H * rows));
   for (std::int64_t bh = 0; bh < B * H; ++bh)
     for (std::int64_t s = 0; s < rows; ++s)
@@ -97,9 +99,11 @@ TensorView BlockLayout::view(std::byte* base, int slot, int which) const {
   const std::size_t elem = dtype_size(dtype_);
   std::size_t offset = 0;
   for (int s = 0; s < slot; ++s)
-    offset += 2 * static_cast<std::size_t>(B_ * length_[static_cast<std::size_t>(s)] * H_kv_ * d_) * elem;
+    offset +=
+        2 * static_cast<std::size_t>(B_ * length_[static_cast<std::size_t>(s)] * H_kv_ * d_) * elem;
   const std::int64_t len = length_[static_cast<std::size_t>(slot)];
-  offset += static_cast<std::size_t>(which) * static_cast<std::size_t>(B_ * len * H_kv_ * d_) * elem;
+  offset +=
+      static_cast<std::size_t>(which) * static_cast<std::size_t>(B_ * len * H_kv_ * d_) * elem;
   return bshd_view(base + offset, dtype_, B_, len, H_kv_, d_);
 }
 

@@ -24,16 +24,15 @@ struct LocalRows {
 LocalRows zero_rows(std::int64_t B, std::int64_t rows, std::int64_t heads, std::int64_t d,
                     DType dtype);
 // Rows [begin, begin + rows) of `global`, converted to `dtype` (exact when dtypes match).
-LocalRows gather_rows(const TensorView& global, std::int64_t begin, std::int64_t rows,
-                      DType dtype);
+LocalRows gather_rows(const TensorView& global, std::int64_t begin, std::int64_t rows, DType dtype);
 // global rows [begin, begin + local.seq) = local, each element rounded once to global's dtype.
 void scatter_rows(const TensorView& local, const TensorView& global, std::int64_t begin);
 // acc += part, elementwise; acc is float32.
 void add_rows(const TensorView& acc, const TensorView& part);
 
 // L's rows [begin, begin + rows) of a (B, H, S) logsumexp, as a (B, H, rows) one, and back.
-std::vector<float> gather_lse(const float* global, std::int64_t B, std::int64_t H,
-                              std::int64_t S, std::int64_t begin, std::int64_t rows);
+std::vector<float> gather_lse(const float* global, std::int64_t B, std::int64_t H, std::int64_t S,
+                              std::int64_t begin, std::int64_t rows);
 void scatter_lse(const std::vector<float>& local, float* global, std::int64_t B, std::int64_t H,
                  std::int64_t S, std::int64_t begin);
 

@@ -18,7 +18,9 @@ std::int64_t Zigzag::chunk_begin(int c) const {
   return c * base + (c < extra ? c : extra);
 }
 
-std::int64_t Zigzag::chunk_end(int c) const { return chunk_begin(c + 1); }
+std::int64_t Zigzag::chunk_end(int c) const {
+  return chunk_begin(c + 1);
+}
 
 std::int64_t Zigzag::length_of(int rank) const {
   const auto chunks = chunks_of(rank);

@@ -168,8 +168,9 @@ class CudaBackend final : public Backend {
     // for a whole row but not for a block's row, whose P comes from the whole row's L. The
     // ring runs on the host backends until it is (docs/ring.md).
     if (p.placement.placed()) {
-      return no("partial attention (a placed block, problem.placement) is not implemented on "
-                "cuda yet; the ring runs on the reference and cpu backends");
+      return no(
+          "partial attention (a placed block, problem.placement) is not implemented on "
+          "cuda yet; the ring runs on the reference and cpu backends");
     }
     // What the family that would run it needs (the head dim's multiple; allow_tf32's limits are
     // checked when the options are known, in forward() and backward()).

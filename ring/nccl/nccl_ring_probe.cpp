@@ -6,7 +6,8 @@
 //   nccl_ring_probe --rank r --ranks R --id-file PATH [--mib N] [--iters K]
 //
 // Rank r uses GPU r modulo the device count. Rank 0 writes NCCL's id to PATH; run every rank
-// at once (for example `for r in 0 1; do nccl_ring_probe --rank $r --ranks 2 --id-file /tmp/id & done`).
+// at once (for example `for r in 0 1; do nccl_ring_probe --rank $r --ranks 2 --id-file /tmp/id &
+// done`).
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -33,12 +34,18 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (i + 1 >= argc) throw std::invalid_argument(k + ": needs a value");
     const char* v = argv[++i];
-    if (k == "--rank") a.rank = std::atoi(v);
-    else if (k == "--ranks") a.ranks = std::atoi(v);
-    else if (k == "--id-file") a.id_file = v;
-    else if (k == "--mib") a.mib = std::atoi(v);
-    else if (k == "--iters") a.iters = std::atoi(v);
-    else throw std::invalid_argument("unknown option " + k);
+    if (k == "--rank")
+      a.rank = std::atoi(v);
+    else if (k == "--ranks")
+      a.ranks = std::atoi(v);
+    else if (k == "--id-file")
+      a.id_file = v;
+    else if (k == "--mib")
+      a.mib = std::atoi(v);
+    else if (k == "--iters")
+      a.iters = std::atoi(v);
+    else
+      throw std::invalid_argument("unknown option " + k);
   }
   if (a.ranks < 1) throw std::invalid_argument("--ranks: must be >= 1");
   if (a.rank < 0 || a.rank >= a.ranks) throw std::invalid_argument("--rank: must be in 0..ranks-1");
@@ -65,8 +72,8 @@ int main(int argc, char** argv) {
     int devices = 0;
     cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
     cuda(cudaSetDevice(a.rank % devices), "cudaSetDevice");
-    const auto id = flashref::ring::share_nccl_id_through_file(a.rank, a.id_file,
-                                                               std::chrono::seconds(120));
+    const auto id =
+        flashref::ring::share_nccl_id_through_file(a.rank, a.id_file, std::chrono::seconds(120));
     flashref::ring::NcclTransport t(a.rank, a.ranks, id);
     const std::size_t bytes = static_cast<std::size_t>(a.mib) << 20;
     void *cur = nullptr, *next = nullptr;
@@ -84,7 +91,8 @@ int main(int argc, char** argv) {
       const int owner = ((r - step - 1) % R + R) % R;
       cuda(cudaMemcpy(head.data(), cur, head.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
       cuda(cudaMemcpy(tail.data(), static_cast<char*>(cur) + bytes - tail.size(), tail.size(),
-                      cudaMemcpyDeviceToHost), "cudaMemcpy");
+                      cudaMemcpyDeviceToHost),
+           "cudaMemcpy");
       for (std::size_t i = 0; i < head.size(); ++i) {
         if (head[i] != owner + 1 || tail[i] != owner + 1) {
           std::printf("rank %d step %d: expected the block of rank %d, found byte %d\n", r, step,
@@ -105,9 +113,10 @@ int main(int argc, char** argv) {
     float ms = 0;
     cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
     const double gbps = static_cast<double>(bytes) * a.iters / (ms * 1e-3) / 1e9;
-    std::printf("{\"rank\": %d, \"ranks\": %d, \"mib\": %d, \"iters\": %d, \"ms\": %.3f, "
-                "\"gb_per_s_one_way\": %.1f, \"ring_checks_failed\": %d}\n",
-                r, R, a.mib, a.iters, ms, gbps, failures);
+    std::printf(
+        "{\"rank\": %d, \"ranks\": %d, \"mib\": %d, \"iters\": %d, \"ms\": %.3f, "
+        "\"gb_per_s_one_way\": %.1f, \"ring_checks_failed\": %d}\n",
+        r, R, a.mib, a.iters, ms, gbps, failures);
     cudaFree(cur);
     cudaFree(next);
     return failures == 0 ? 0 : 1;

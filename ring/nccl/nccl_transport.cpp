@@ -31,8 +31,7 @@ NcclId make_nccl_id() {
   return bytes;
 }
 
-NcclId share_nccl_id_through_file(int rank, const std::string& path,
-                                  std::chrono::seconds timeout) {
+NcclId share_nccl_id_through_file(int rank, const std::string& path, std::chrono::seconds timeout) {
   NcclId id{};
   if (rank == 0) {
     id = make_nccl_id();
@@ -48,8 +47,8 @@ NcclId share_nccl_id_through_file(int rank, const std::string& path,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!std::filesystem::exists(path)) {
     if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error("rank " + std::to_string(rank) + ": no NCCL id appeared at " +
-                               path + " within " + std::to_string(timeout.count()) + " s");
+      throw std::runtime_error("rank " + std::to_string(rank) + ": no NCCL id appeared at " + path +
+                               " within " + std::to_string(timeout.count()) + " s");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -91,7 +90,9 @@ void NcclTransport::start_exchange(const void* send, std::size_t send_bytes, int
   check(cudaEventRecord(done_, stream_), "cudaEventRecord");
 }
 
-void NcclTransport::wait() { check(cudaEventSynchronize(done_), "cudaEventSynchronize"); }
+void NcclTransport::wait() {
+  check(cudaEventSynchronize(done_), "cudaEventSynchronize");
+}
 
 void NcclTransport::after(cudaStream_t compute) {
   check(cudaEventRecord(ready_, compute), "cudaEventRecord");

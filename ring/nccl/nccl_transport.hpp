@@ -28,8 +28,7 @@ NcclId make_nccl_id();
 // A bootstrap through a shared file: rank 0 makes the id and writes it to `path` (written
 // beside it, then renamed, so no rank reads half of it); the others wait for the file, up to
 // `timeout`. Throws std::runtime_error naming the path on failure or timeout.
-NcclId share_nccl_id_through_file(int rank, const std::string& path,
-                                  std::chrono::seconds timeout);
+NcclId share_nccl_id_through_file(int rank, const std::string& path, std::chrono::seconds timeout);
 
 class NcclTransport final : public Transport {
  public:

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "flashref/backend.hpp"
 #include "cli_harness.hpp"
+#include "flashref/backend.hpp"
 
 namespace flashref {
 namespace {
@@ -76,7 +76,8 @@ TEST(RingCli, FuzzRanksFuzzesTheRingAndReproducesAFailureAsARing) {
   // A planted bug in every rank's partial attention (L in base 2) breaks the merge's weights:
   // found, shrunk, and reproduced with --ranks.
   const auto bad = run_cli(
-      "fuzz --backend cpu --ranks 3 --cases 50 --max-seq 40 --seed 3 --plant-fault lse_base2 --json");
+      "fuzz --backend cpu --ranks 3 --cases 50 --max-seq 40 --seed 3 --plant-fault lse_base2 "
+      "--json");
   ASSERT_EQ(bad.exit_code, 1) << bad.out << bad.err;
   EXPECT_TRUE(contains(bad.out, "--ranks 3")) << bad.out;
 }

@@ -19,8 +19,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // One batch, one head, `rows` rows of dim 2.
 struct Rows2 {
   std::vector<float> O, L;
-  explicit Rows2(std::int64_t rows) : O(static_cast<std::size_t>(rows) * 2), L(static_cast<std::size_t>(rows)) {}
-  TensorView view() { return bshd_view(O.data(), DType::f32, 1, static_cast<std::int64_t>(L.size()), 1, 2); }
+  explicit Rows2(std::int64_t rows)
+      : O(static_cast<std::size_t>(rows) * 2), L(static_cast<std::size_t>(rows)) {}
+  TensorView view() {
+    return bshd_view(O.data(), DType::f32, 1, static_cast<std::int64_t>(L.size()), 1, 2);
+  }
   MergeTarget target() { return MergeTarget{view(), L.data()}; }
 };
 

@@ -94,7 +94,8 @@ TEST(Zigzag, CausalWorkIsTheSameOnEveryRank) {
     for (int r = 0; r < R; ++r) {
       std::int64_t pairs = 0;
       for (int c : z.chunks_of(r))
-        for (std::int64_t q = z.chunk_begin(c); q < z.chunk_end(c); ++q) pairs += p.last_visible_key(q) + 1;
+        for (std::int64_t q = z.chunk_begin(c); q < z.chunk_end(c); ++q)
+          pairs += p.last_visible_key(q) + 1;
       work.insert(pairs);
     }
     EXPECT_EQ(work.size(), 1u) << "R = " << R;
@@ -112,7 +113,9 @@ class FailsOnRows final : public Backend {
     const auto inner = make_backend("reference");
     inner->forward(p);
   }
-  void backward(const BackwardParams&) const override { throw std::runtime_error("planted failure"); }
+  void backward(const BackwardParams&) const override {
+    throw std::runtime_error("planted failure");
+  }
 };
 
 TEST(Ring, FailureOnOneRankReachesTheCallerWithoutHanging) {

@@ -34,7 +34,8 @@ inline std::string describe(const KeySplit& s) {
 
 class SplitKeysBackend final : public Backend {
  public:
-  SplitKeysBackend(const Backend& inner, KeySplit split) : inner_(inner), split_(std::move(split)) {}
+  SplitKeysBackend(const Backend& inner, KeySplit split)
+      : inner_(inner), split_(std::move(split)) {}
   std::string name() const override { return "split-keys(" + inner_.name() + ")"; }
   Support supports(const Problem& p) const override { return inner_.supports(p); }
 
@@ -43,7 +44,8 @@ class SplitKeysBackend final : public Backend {
     const Problem& p = params.problem;
     std::vector<float> O_acc(static_cast<std::size_t>(p.B * p.S_q * p.H * p.d));
     std::vector<float> L_acc(static_cast<std::size_t>(p.B * p.H * p.S_q));
-    const MergeTarget target{bshd_view(O_acc.data(), DType::f32, p.B, p.S_q, p.H, p.d), L_acc.data()};
+    const MergeTarget target{bshd_view(O_acc.data(), DType::f32, p.B, p.S_q, p.H, p.d),
+                             L_acc.data()};
     clear_merge(target);
     for (std::size_t r : split_.order) {
       ForwardParams block = block_params(params, r);
@@ -104,7 +106,8 @@ class SplitKeysBackend final : public Backend {
     for (std::int64_t b = 0; b < src.batch; ++b)
       for (std::int64_t s = 0; s < src.seq; ++s)
         for (std::int64_t h = 0; h < src.heads; ++h)
-          for (std::int64_t i = 0; i < src.dim; ++i) dst.store(b, begin + s, h, i, src.load(b, s, h, i));
+          for (std::int64_t i = 0; i < src.dim; ++i)
+            dst.store(b, begin + s, h, i, src.load(b, s, h, i));
   }
 
   const Backend& inner_;

@@ -4,13 +4,13 @@
 #include <memory>
 
 #include "command.hpp"
+#include "feasibility.hpp"
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
+#include "flashref/ring/ring_backend.hpp"
 #include "flashref/verify/bench/bench.hpp"
 #include "flashref/verify/bench/sweeps.hpp"
-#include "feasibility.hpp"
 #include "option_parsers.hpp"
-#include "flashref/ring/ring_backend.hpp"
 #include "problem_options.hpp"
 #include "ring_options.hpp"
 

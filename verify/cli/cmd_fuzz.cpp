@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "feasibility.hpp"
 #include "flashref/backend.hpp"
 #include "flashref/cpu/faults.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/report.hpp"
 #include "fuzz_session.hpp"
-#include "feasibility.hpp"
 #include "option_parsers.hpp"
 #include "problem_options.hpp"
 #include "ring_options.hpp"
@@ -124,8 +124,9 @@ int run_fuzz_command(FuzzOptions& o) {
   if (o.ranks_opt->count() > 0) {
     s.ranks = checked_ranks(o.ranks);
     if (make_backend(s.backend)->memory_space() != MemorySpace::host) {
-      throw InvalidArgument("--ranks", "the in-process ring runs host backends (reference, cpu); '" +
-                                           s.backend + "' takes device pointers");
+      throw InvalidArgument(
+          "--ranks", "the in-process ring runs host backends (reference, cpu); '" + s.backend +
+                         "' takes device pointers");
     }
   }
   // The CUDA kernels are compiled for head dims that are multiples of 8.

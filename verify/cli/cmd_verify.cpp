@@ -4,11 +4,11 @@
 #include <memory>
 
 #include "command.hpp"
+#include "feasibility.hpp"
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/report.hpp"
 #include "flashref/verify/verification.hpp"
-#include "feasibility.hpp"
 #include "option_parsers.hpp"
 #include "problem_options.hpp"
 #include "ring_options.hpp"

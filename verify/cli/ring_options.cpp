@@ -11,7 +11,8 @@ CLI::Option* add_ranks_option(CLI::App& app, int& ranks) {
       "--ranks", ranks,
       "run each host backend as R ranks of ring attention over the in-process transport "
       "(zigzag shards; K/V blocks passed around the ring, partial results merged by logsumexp; "
-      "dK/dV sent home), 1 to " + std::to_string(verify::kMaxRanks));
+      "dK/dV sent home), 1 to " +
+          std::to_string(verify::kMaxRanks));
 }
 
 int checked_ranks(int ranks) {
@@ -28,8 +29,9 @@ std::vector<std::string> ring_backends(const ProblemOptions& problem) {
     if (make_backend(name)->memory_space() == MemorySpace::host) {
       host.push_back(name);
     } else if (problem.backends_given()) {
-      throw InvalidArgument("--ranks", "the in-process ring runs host backends (reference, cpu); '" +
-                                           name + "' takes device pointers");
+      throw InvalidArgument("--ranks",
+                            "the in-process ring runs host backends (reference, cpu); '" + name +
+                                "' takes device pointers");
     }
   }
   return host;
