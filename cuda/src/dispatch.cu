@@ -43,14 +43,12 @@ ForwardFn find_forward(Family family, DType dtype, int d) {
   not_compiled(family, dtype, d, "forward");
 }
 
-// A family without a backward of its own runs its backward family's (family.hpp).
 BackwardFn find_backward(Family family, DType dtype, int d) {
-  family = backward_family(family);
   const int kD = compiled_head_dim(d);
 #define FLASHREF_FIND_BACKWARD(F, T, D)                    \
   if (family == Family::F && dtype == DType::T && kD == D) \
     return &run_backward<Family::F, DType::T, D>;
-  FLASHREF_CUDA_BACKWARD_INSTANCES(FLASHREF_FIND_BACKWARD)
+  FLASHREF_CUDA_INSTANCES(FLASHREF_FIND_BACKWARD)
 #undef FLASHREF_FIND_BACKWARD
   not_compiled(family, dtype, d, "backward");
 }

@@ -18,12 +18,8 @@ enum class Family {
               // Sm80Tf32Ops); sm_80 and newer
   ffma,       // exact float32 on the FMA units (kernels/ffma); sm_80 and newer
   sm90,       // wgmma, TMA and warp specialization (kernels/sm90), bf16 / f16 at compiled head
-              // dims 64 and 128; sm_90a only. The forward: its backward is sm80's
+              // dims 64 and 128; sm_90a only
 };
-
-// The family whose backward kernels a family's backward runs: its own, or sm80's for sm90 (the
-// Hopper backward is not written yet; the mma.sync backward runs on Hopper).
-constexpr Family backward_family(Family f) { return f == Family::sm90 ? Family::sm80 : f; }
 
 const char* family_name(Family f);
 

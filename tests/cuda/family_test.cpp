@@ -76,11 +76,6 @@ TEST(CudaFamily, Float32RunsExactOrOnTf32WhenAllowed) {
   }
 }
 
-TEST(CudaFamily, Sm90RunsTheSm80Backward) {
-  EXPECT_EQ(backward_family(Family::sm90), Family::sm80);
-  for (Family f : {Family::sm80, Family::sm80_tf32, Family::ffma}) EXPECT_EQ(backward_family(f), f);
-}
-
 TEST(CudaFamily, TheEnvironmentChoiceIsAutoOrSm80AndAnythingElseIsNamed) {
   EXPECT_TRUE(hopper_allowed_by(nullptr));
   EXPECT_TRUE(hopper_allowed_by(""));

@@ -3,6 +3,8 @@
 // bench/results/2026-12-01-h200-sm90-exp{1,2,3}).
 #pragma once
 
+#include "kernels/sm90/bwd_dkdv.cuh"
+#include "kernels/sm90/bwd_dq.cuh"
 #include "kernels/sm90/fwd.cuh"
 
 namespace flashref::cuda::kernels::sm90 {
@@ -27,6 +29,13 @@ struct FwdConfig<Element, 64> {
 template <typename Element>
 struct FwdConfig<Element, 128> {
   using Traits = FwdTraits<Element, 128, 2, 2, true>;
+};
+
+// The backward's two passes (dQ; dK and dV), two stages each. First version: to be timed.
+template <typename Element, int kD>
+struct BwdConfig {
+  using Dq = BwdDqTraits<Element, kD, 2>;
+  using Dkv = BwdDkvTraits<Element, kD, 2>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

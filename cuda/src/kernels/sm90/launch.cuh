@@ -1,7 +1,6 @@
 // Launchers of the sm90 family (wgmma, TMA, warp specialization; sm_90a only): the TMA tensor
-// maps of Q, K and V and the forward's grid. sm90::forward is what the generated instantiation
-// files (inst/sm90_*.cu, cuda/cmake/flashref_cuda_instances.cmake) call. The family has no
-// backward of its own yet: dispatch.cu runs the sm80 family's for it (family.hpp).
+// maps of Q, K, V and dO, and the grids. sm90::forward and sm90::backward are what the generated
+// instantiation files (inst/sm90_*.cu, cuda/cmake/flashref_cuda_instances.cmake) call.
 #pragma once
 
 #include <cuda.h>
@@ -16,6 +15,8 @@
 #include "flashref/error.hpp"
 #include "kernels/common/launch.cuh"
 #include "kernels/sm90/configs.hpp"
+#include "kernels/sm90/bwd_dkdv.cuh"
+#include "kernels/sm90/bwd_dq.cuh"
 
 namespace flashref::cuda::sm90 {
 
@@ -59,13 +60,17 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
   return map;
 }
 
+template <DType kDtype>
+constexpr CUtensorMapDataType tensor_map_type() {
+  return kDtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
+
 // O and L (Alg. 1).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using T = typename kernels::sm90::FwdConfig<Element, kD>::Traits;
-  const CUtensorMapDataType type =
-      kDtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
   const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
   const CUtensorMap v = tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
@@ -77,6 +82,41 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, args);
   check_cuda(cudaGetLastError(), label);
+}
+
+// One backward kernel with Q and dO in boxes of T::kBlockM rows and K and V in boxes of
+// T::kBlockN rows; `tiles`, `heads` size the grid (per query tile and head, or per key tile and
+// key/value head).
+template <DType kDtype, typename T, typename Kernel>
+void launch_bwd(Kernel kernel, const kernels::AttnArgs& args, int tiles, int heads,
+                const char* name, cudaStream_t stream) {
+  constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
+  const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
+  const CUtensorMap d_o =
+      tensor_map(args.dO, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "dO");
+  const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
+  const CUtensorMap v = tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
+  const unsigned grid = grid_size(tiles, heads, args.B);
+  if (grid == 0) return;
+  const std::string label = kernel_label(name, element_name<typename T::Element>(), T::kD,
+                                         T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes);
+  configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, d_o, args);
+  check_cuda(cudaGetLastError(), label);
+}
+
+// dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D): the dQ pass on `stream` and the
+// dK/dV pass on `side`, which the caller forks from and joins back to `stream`.
+template <DType kDtype, int kD>
+void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
+  using Dq = typename kernels::sm90::BwdConfig<Element, kD>::Dq;
+  using Dkv = typename kernels::sm90::BwdConfig<Element, kD>::Dkv;
+  launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
+                         kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, "bwd_dq_wgmma", stream);
+  launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
+                          kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, "bwd_dkdv_wgmma",
+                          side);
 }
 
 }  // namespace flashref::cuda::sm90

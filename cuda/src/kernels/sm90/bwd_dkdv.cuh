@@ -1,0 +1,235 @@
+// Backward on Hopper (sm_90a), the pass that owns dK and dV: Alg. 2 from the key side on
+// wgmma, with the tiles brought by the TMA and the block split by role.
+//
+// Grid and order as the sm80 pass (KeyTileSchedule): one block per (key tile, key/value head,
+// batch); the block loops over (query head of its group, query tile that sees the key tile),
+// heads ascending then tiles ascending, and sums each dK/dV row in that fixed order: no
+// atomics, bitwise reproducible, GQA's sum over the group inside the loop.
+//
+// Warpgroup 0 is the producer: one thread loads K_j and V_j once, then for each step, into the
+// next free stage, Q_i, dO_i (TMA) and L'_i, D_i (bulk copies of the padded workspace rows), all
+// on the stage's "full" barrier. Warpgroups 1 and 2 are the consumers, each owning 64 keys, on
+// transposed tiles so that P^T and dS^T come out of one product in the register layout the
+// next takes as its A operand (the wgmma accumulator is the mma.sync C fragment repeated, so
+// the sm80 pass's fragment steps apply as they are):
+//   S^T = K_j Q_i^T, dP^T = V_j dO_i^T       wgmma m64n{B_q}k16, both from shared memory (11, 14)
+//   P^T = 2^(s'^T - L'_i)                    line 12; 0 above the causal diagonal
+//   dV_j += P^T dO_i                          line 13; P^T from registers, dO MN-major
+//   dS^T = P^T * (dP^T - D_i)                 line 15
+//   dK_j += dS^T Q_i                          line 17; dK *= scale once at the end
+#pragma once
+
+#include <cuda.h>
+
+#include "kernels/common/args.hpp"
+#include "kernels/common/causal.cuh"
+#include "kernels/common/fragment_softmax.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/common/tile_io.cuh"
+#include "kernels/sm90/bwd_common.cuh"
+#include "kernels/sm90/hopper.cuh"
+#include "kernels/sm90/wgmma.cuh"
+
+namespace flashref::cuda::kernels::sm90 {
+
+template <typename Element_, int kD_, int kStages_>
+struct BwdDkvTraits {
+  using Element = Element_;
+  static constexpr int kD = kD_;
+  static constexpr int kStages = kStages_;  // (Q_i, dO_i, L'_i, D_i) stages
+  static constexpr int kConsumers = 2;      // warpgroups of 64 keys
+  static constexpr int kBlockN = 64 * kConsumers;  // B_k
+  static constexpr int kBlockM = 64;               // B_q: queries per step
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kColBlocks = kD / kBlockCols;
+  static constexpr int kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
+  static constexpr int kVecBytes = kBlockM * 4;
+  static constexpr int kStageBytes = 2 * kQBytes + 2 * kVecBytes;
+  static constexpr int kTileBytes = 2 * kKVBytes + kStages * kStageBytes;
+  static constexpr int kOutBytes = kBlockN * (kD + 4) * 4;  // the epilogue's staging, reused
+  static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
+  static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * (1 + 2 * kStages);
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
+  static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
+  static_assert(kQBytes % kSwizzleAtom == 0, "stage tiles must stay 1024-byte aligned");
+};
+
+template <typename T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    bwd_dkdv_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q,
+                          const __grid_constant__ CUtensorMap tmap_k,
+                          const __grid_constant__ CUtensorMap tmap_v,
+                          const __grid_constant__ CUtensorMap tmap_do, const AttnArgs args) {
+  using Element = typename T::Element;
+  constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kStages = T::kStages;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + kSwizzleAtom - 1) & ~uint32_t(kSwizzleAtom - 1);
+  unsigned char* base_ptr = smem_raw + (base - smem_addr(smem_raw));
+  const uint32_t sK = base, sV = base + T::kKVBytes;
+  auto stage = [&](int st) { return base + 2 * T::kKVBytes + st * T::kStageBytes; };
+  auto sQ = [&](int st) { return stage(st); };
+  auto sdO = [&](int st) { return stage(st) + T::kQBytes; };
+  auto vec_offset = [&](int st) { return 2 * T::kKVBytes + st * T::kStageBytes + 2 * T::kQBytes; };
+  const uint32_t bar_kv = base + T::kBodyBytes;
+  auto bar_full = [&](int st) { return bar_kv + 8 * (1 + st); };
+  auto bar_empty = [&](int st) { return bar_kv + 8 * (1 + kStages + st); };
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const KeyTileSchedule<kBlockM, kBlockN> tile(args);
+  const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
+
+  // Query tiles that see at least one key of this tile: all, or with a causal mask those from
+  // the diagonal on.
+  const int m_tiles = ceil_div(args.S_q, kBlockM);
+  const int m_begin = args.causal ? tile.causal_query_tiles_begin(args, m_tiles) : 0;
+  const int per_head = m_tiles - m_begin;
+  const int total = per_head * args.group;
+
+  if (tid == 0) {
+    mbar_init(bar_kv, 1);
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(bar_full(st), 1);
+      mbar_init(bar_empty(st), 128 * T::kConsumers);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<T::kProducerRegs>();
+    if (tid == 0 && total > 0) {
+      // Alg. 2 line 7: K_j and V_j.
+      mbar_expect_tx(bar_kv, 2 * T::kKVBytes);
+#pragma unroll
+      for (int cb = 0; cb < T::kColBlocks; ++cb) {
+        tma_load_4d(sK + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_kv, cb * kBlockCols, n0,
+                    h_kv, b);
+        tma_load_4d(sV + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_kv, cb * kBlockCols, n0,
+                    h_kv, b);
+      }
+      // Line 10, for every step, into the next free stage.
+      for (int it = 0; it < total; ++it) {
+        const int st = it % kStages;
+        const int hq = h_kv * args.group + it / per_head;
+        const int m0 = (m_begin + it % per_head) * kBlockM;
+        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
+        mbar_expect_tx(bar_full(st), T::kStageBytes);
+#pragma unroll
+        for (int cb = 0; cb < T::kColBlocks; ++cb) {
+          tma_load_4d(sQ(st) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_full(st),
+                      cb * kBlockCols, m0, hq, b);
+          tma_load_4d(sdO(st) + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_full(st),
+                      cb * kBlockCols, m0, hq, b);
+        }
+        const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
+        const uint32_t vec = base + vec_offset(st);
+        bulk_load(vec, args.lse2 + ws, T::kVecBytes, bar_full(st));
+        bulk_load(vec + T::kVecBytes, args.dsum + ws, T::kVecBytes, bar_full(st));
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<T::kConsumerRegs>();
+  const int c = wg - 1, ctid = tid - 128, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int lane_row = c * 64 + ((tid % 128) / 32) * 16 + g;  // keys lane_row (+ 8) of the tile
+  constexpr int kNT = kBlockM / 8;                           // 8-query column tiles of S^T
+
+  float acc_dk[kD / 2], acc_dv[kD / 2];
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) acc_dk[i] = acc_dv[i] = 0.0f;
+
+  // S^T or dP^T = (K_j or V_j) (Q_i or dO_i)^T over the head dim, both K-major.
+  auto issue_transposed_scores = [&](float (&acc)[kBlockM / 2], uint32_t rows, uint32_t cols) {
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
+      const uint64_t a = make_smem_desc(
+          rows + blk * (kBlockN * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
+          kSwizzleAtom);
+      const uint64_t bq =
+          make_smem_desc(cols + blk * (kBlockM * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
+      WgmmaSS<Element, kBlockM>::run(acc, a, bq, ks > 0 ? 1 : 0);
+    }
+  };
+  // dV_j or dK_j += (P^T or dS^T) (dO_i or Q_i): A from registers, B MN-major (queries as
+  // rows, the head dim contiguous).
+  auto issue_key_gradient = [&](float (&acc)[kD / 2], const uint32_t (&a)[kBlockM / 16][4],
+                                uint32_t rows) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      const uint64_t bd = make_smem_desc(rows + kk * (16 * kSwizzleBytes),
+                                         kBlockM * kSwizzleBytes, kSwizzleAtom);
+      WgmmaRS<Element, kD>::run(acc, a[kk], bd, 1);
+    }
+  };
+  // A C tile rounded to the input type, as the A fragments of the next product.
+  auto pack = [&](uint32_t (&frag)[kBlockM / 16][4], const float (&acc)[kNT][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        frag[kk][e] = pack_pair<Element>(acc[2 * kk + e / 2][2 * (e % 2)],
+                                         acc[2 * kk + e / 2][2 * (e % 2) + 1]);
+  };
+
+  if (total > 0) {
+    mbar_wait(bar_kv, 0);
+    for (int it = 0; it < total; ++it) {
+      const int st = it % kStages;
+      const int m0 = (m_begin + it % per_head) * kBlockM;
+      const float* sL2 = reinterpret_cast<const float*>(base_ptr + vec_offset(st));
+      const float* sD = sL2 + kBlockM;
+      mbar_wait(bar_full(st), (it / kStages) & 1);
+
+      float acc_s[kNT][4], acc_dp[kNT][4];
+      float(&flat_s)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_s);
+      float(&flat_dp)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_dp);
+      wgmma_fence();
+      issue_transposed_scores(flat_s, sK, sQ(st));
+      issue_transposed_scores(flat_dp, sV, sdO(st));
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(flat_s);
+      fence_registers(flat_dp);
+
+      // Line 12. Queries past S_q have L' = +inf in the workspace: P = 0 with no compare.
+      const bool needs_mask =
+          args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
+      const bool has_single = args.S_k == 1 || (args.causal && -args.causal_offset >= m0 &&
+                                                -args.causal_offset < m0 + kBlockM);
+      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + lane_row, m0, t);
+      uint32_t p_frag[kBlockM / 16][4];
+      pack(p_frag, acc_s);
+      wgmma_fence();
+      issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
+      wgmma_commit();
+
+      ds_transposed(acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
+      uint32_t ds_frag[kBlockM / 16][4];
+      pack(ds_frag, acc_s);
+      wgmma_fence();
+      issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(acc_dv);
+      fence_registers(acc_dk);
+      mbar_arrive(bar_empty(st));
+    }
+  }
+
+  // Line 19: dK_j (times the scale) and dV_j in the gradient dtype; a key tile no query sees
+  // gets zeros. Every consumer is past its last product before the tiles' memory is reused.
+  named_bar_sync(1, 128 * T::kConsumers);
+  float* sOut = reinterpret_cast<float*>(base_ptr);
+  store_consumer_tile<kBlockN, kD, 128 * T::kConsumers>(
+      sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, b, n0, h_kv),
+      keys_valid, args.d, lane_row, t, ctid, 1);
+  store_consumer_tile<kBlockN, kD, 128 * T::kConsumers>(
+      sOut, acc_dv, 1.0f, args.dv, args.grad_code, row_offset(args.dv, b, n0, h_kv), keys_valid,
+      args.d, lane_row, t, ctid, 1);
+}
+
+}  // namespace flashref::cuda::kernels::sm90
