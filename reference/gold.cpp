@@ -22,16 +22,24 @@ std::size_t size(std::int64_t n) {
   return static_cast<std::size_t>(n);
 }
 
-// The backward of gold.hpp; `D` (nullable) replaces P_i^T dP_i in eq. (9) by a given D_i.
-GoldBackward backward(const BackwardParams& params, const xt::xtensor<double, 3>* D) {
-  validate_inputs(params);
-  const Problem& p = params.problem;
-  const int threads = thread_count(params.options, p.B * p.H_kv);
-  const xt::xtensor<double, 4> Q = gather_bhsd<double>(params.q, threads);
-  const xt::xtensor<double, 4> K = gather_bhsd<double>(params.k, threads);
-  const xt::xtensor<double, 4> V = gather_bhsd<double>(params.v, threads);
-  const xt::xtensor<double, 4> dO = gather_bhsd<double>(params.dO, threads);
+// Throws InvalidArgument(name) unless `t` has shape (B, heads, S, d).
+void require_shape(const xt::xtensor<double, 4>& t, const char* name, std::int64_t B,
+                   std::int64_t heads, std::int64_t S, std::int64_t d) {
+  const auto& s = t.shape();
+  if (s[0] != size(B) || s[1] != size(heads) || s[2] != size(S) || s[3] != size(d)) {
+    std::ostringstream o;
+    o << "shape is (" << s[0] << ", " << s[1] << ", " << s[2] << ", " << s[3]
+      << ") but the problem needs (" << B << ", " << heads << ", " << S << ", " << d << ")";
+    throw InvalidArgument(name, o.str());
+  }
+}
 
+// The backward of gold.hpp on inputs already in double; `D` (nullable) replaces P_i^T dP_i in
+// eq. (9) by a given D_i.
+GoldBackward backward(const Problem& p, const xt::xtensor<double, 4>& Q,
+                      const xt::xtensor<double, 4>& K, const xt::xtensor<double, 4>& V,
+                      const xt::xtensor<double, 4>& dO, const xt::xtensor<double, 3>* D,
+                      int threads) {
   GoldBackward out;
   out.dQ = xt::zeros<double>(Shape4{size(p.B), size(p.H), size(p.S_q), size(p.d)});
   out.dK = xt::zeros<double>(Shape4{size(p.B), size(p.H_kv), size(p.S_k), size(p.d)});
@@ -84,16 +92,18 @@ GoldBackward backward(const BackwardParams& params, const xt::xtensor<double, 3>
   return out;
 }
 
-}  // namespace
-
-GoldForward gold_forward(const ForwardParams& params) {
+GoldBackward backward(const BackwardParams& params, const xt::xtensor<double, 3>* D) {
   validate_inputs(params);
   const Problem& p = params.problem;
-  const int threads = thread_count(params.options, p.B * p.H);
-  const xt::xtensor<double, 4> Q = gather_bhsd<double>(params.q, threads);
-  const xt::xtensor<double, 4> K = gather_bhsd<double>(params.k, threads);
-  const xt::xtensor<double, 4> V = gather_bhsd<double>(params.v, threads);
+  const int threads = thread_count(params.options, p.B * p.H_kv);
+  return backward(p, gather_bhsd<double>(params.q, threads), gather_bhsd<double>(params.k, threads),
+                  gather_bhsd<double>(params.v, threads), gather_bhsd<double>(params.dO, threads),
+                  D, threads);
+}
 
+GoldForward forward(const Problem& p, const xt::xtensor<double, 4>& Q,
+                    const xt::xtensor<double, 4>& K, const xt::xtensor<double, 4>& V,
+                    int threads) {
   const Shape3 rows_shape{size(p.B), size(p.H), size(p.S_q)};
   GoldForward out;
   out.O = xt::zeros<double>(Shape4{size(p.B), size(p.H), size(p.S_q), size(p.d)});
@@ -130,8 +140,38 @@ GoldForward gold_forward(const ForwardParams& params) {
   return out;
 }
 
+}  // namespace
+
+GoldForward gold_forward(const ForwardParams& params) {
+  validate_inputs(params);
+  const Problem& p = params.problem;
+  const int threads = thread_count(params.options, p.B * p.H);
+  return forward(p, gather_bhsd<double>(params.q, threads), gather_bhsd<double>(params.k, threads),
+                 gather_bhsd<double>(params.v, threads), threads);
+}
+
+GoldForward gold_forward(const Problem& p, const xt::xtensor<double, 4>& Q,
+                         const xt::xtensor<double, 4>& K, const xt::xtensor<double, 4>& V) {
+  validate(p);
+  require_shape(Q, "Q", p.B, p.H, p.S_q, p.d);
+  require_shape(K, "K", p.B, p.H_kv, p.S_k, p.d);
+  require_shape(V, "V", p.B, p.H_kv, p.S_k, p.d);
+  return forward(p, Q, K, V, thread_count(ExecutionOptions{}, p.B * p.H));
+}
+
 GoldBackward gold_backward(const BackwardParams& params) {
   return backward(params, nullptr);
+}
+
+GoldBackward gold_backward(const Problem& p, const xt::xtensor<double, 4>& Q,
+                           const xt::xtensor<double, 4>& K, const xt::xtensor<double, 4>& V,
+                           const xt::xtensor<double, 4>& dO) {
+  validate(p);
+  require_shape(Q, "Q", p.B, p.H, p.S_q, p.d);
+  require_shape(K, "K", p.B, p.H_kv, p.S_k, p.d);
+  require_shape(V, "V", p.B, p.H_kv, p.S_k, p.d);
+  require_shape(dO, "dO", p.B, p.H, p.S_q, p.d);
+  return backward(p, Q, K, V, dO, nullptr, thread_count(ExecutionOptions{}, p.B * p.H_kv));
 }
 
 GoldBackward gold_backward_with_D(const BackwardParams& params, const xt::xtensor<double, 3>& D) {

@@ -77,12 +77,24 @@ void forward_row(const RowScores& r, const double* V, std::int64_t last, std::in
   *var_L = vL;
 }
 
+// TF32 products only: the variance that dS_ij's rounding as the operand of dQ = dS K and
+// dK = dS^T Q adds to dS_ij, before the scale. Kernels round different numbers: the course's
+// Algorithm 2 (and many Triton backwards) rounds dS * scale, the baseline rounds dS and scales
+// the finished product, so unless the scale is a power of 2 the two roundings are independent:
+// a relative theta_ij uniform in [-u, u], standard deviation u / sqrt(3)
+// (docs/verification.md, "The gradients under TF32").
+double tf32_ds_operand_variance(double dS, double operand_u) {
+  const double sd = operand_u / std::sqrt(3.0) * dS;
+  return sd * sd;
+}
+
 // The backward of one row, given L and D as inputs (as every recomputation backward is): a
 // score error delta_j scales P_j and dS_j = P_j (dP_j - D) by (1 + delta_j), and nothing else
 // moves. Adds the row's squared contributions to dQ (this row), dK and dV (the key rows).
 void backward_row(const RowScores& r, const double* O, const double* dO, const double* Q,
                   const double* K, const double* V, std::int64_t last, std::int64_t d, double scale,
-                  std::vector<double>& w2, double* var_dQ, double* var_dK, double* var_dV) {
+                  std::vector<double>& w2, double* var_dQ, double* var_dK, double* var_dV,
+                  double operand_u) {
   // D summed in the same order as dP below, so a row that sees one key (O = V_0) gets
   // dP_0 - D = 0 exactly, as in exact arithmetic.
   double D = 0.0, D_terms = 0.0;
@@ -107,6 +119,7 @@ void backward_row(const RowScores& r, const double* O, const double* dO, const d
     // dS_ij's variance: the score's rounding scales it by (1 + delta_ij); dP - D's adds
     // P_ij * eta_ij.
     w2[size(j)] = (dS * r.eps[size(j)]) * (dS * r.eps[size(j)]) + (P * eta) * (P * eta);
+    w2[size(j)] += tf32_ds_operand_variance(dS, operand_u);
   }
   const double scale2 = scale * scale;
   for (std::int64_t j = 0; j <= last; ++j) {
@@ -181,7 +194,8 @@ ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool all
                       operand_u);
           if (backward) {
             backward_row(row, O.data(), &dO(bs, hs, is, 0), Q_i, K_j, V_j, last, d, p.scale, w2,
-                         &n.dQ(bs, hs, is, 0), &n.dK(bs, kvs, 0, 0), &n.dV(bs, kvs, 0, 0));
+                         &n.dQ(bs, hs, is, 0), &n.dK(bs, kvs, 0, 0), &n.dV(bs, kvs, 0, 0),
+                         operand_u);
           }
         }
       }

@@ -31,6 +31,8 @@ struct Kernel {
   std::int64_t tail_garbage_tile = 0;  // B_q: the last partial query tile holds junk
   bool tail_unwritten_tile = false;    // with tail_garbage_tile: rows never written (NaN)
   bool max_init_zero = false;          // running max starts at 0 instead of -inf
+  float score_eps = 0.0f;              // added to every visible score ("for stability")
+  float denominator_eps = 0.0f;        // O = acc / (l + eps), L = m + log(l + eps)
 };
 
 // Deterministic junk in [-3, 3): what a read past the end returns.
@@ -92,7 +94,7 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
             }  // a padded key is zero: its score is 0
             // A padded key is seen by the same index comparison as a real one.
             const bool seen = visible(i, j);
-            s[n(j)] = seen ? static_cast<float>(p.scale) * dot : ninf;
+            s[n(j)] = seen ? static_cast<float>(p.scale) * dot + k.score_eps : ninf;
             if (seen) any = true;
             tile_max = std::max(tile_max, s[n(j)]);
           }
@@ -124,6 +126,7 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
                                                          : std::log(static_cast<double>(p.S_k));
           continue;
         }
+        l += k.denominator_eps;
         for (std::int64_t c = 0; c < p.d; ++c) {
           const float o = acc[n(c)] / l;
           O(b, h, i, c) = round_to(p.dtype, o);

@@ -235,6 +235,47 @@ TEST(KernelCorpus, MaxInitZeroIsNamedWhereTheScoresAreVeryNegative) {
                     "ordinary inputs");
 }
 
+// An epsilon "for stability": the values students use (1e-10, 1e-8) are below float32's
+// resolution next to a score of order 1 or l >= 1 and change nothing; larger ones are named
+// with where they went and the epsilon that fits (docs/verification.md, "An epsilon in the
+// softmax").
+TEST(KernelCorpus, SoftmaxEpsilonIsNamedWhereItChangesTheOutputs) {
+  for (Mask mask : {Mask::none, Mask::causal_top_left})
+    for (const Case& c : shapes(mask)) {
+      const std::string where = c.name + " " + std::string(mask_name(mask));
+      for (float eps : {1e-10f, 1e-8f}) {
+        Kernel scores, denominator;
+        scores.score_eps = eps;
+        denominator.denominator_eps = eps;
+        expect_clean_pass(check(c.problem, scores), where + " scores + tiny eps");
+        expect_clean_pass(check(c.problem, denominator), where + " l + tiny eps");
+      }
+      for (float eps : {1e-4f, 1e-3f}) {
+        Kernel scores;
+        scores.score_eps = eps;
+        const CheckResult s = check(c.problem, scores);
+        expect_only(s, "softmax_epsilon", where + " scores + eps");
+        if (codes(s).count("softmax_epsilon") != 0) {
+          const diagnosis::Finding& f = finding(s, "softmax_epsilon");
+          // Only L shows it: softmax is shift-invariant.
+          EXPECT_EQ(f.tensors, std::vector<TensorId>{TensorId::L}) << where;
+          EXPECT_EQ(f.detail.at("added_to"), "scores") << where;
+          EXPECT_NEAR(f.detail.at("epsilon_fits").get<double>(), eps, 1e-2 * eps) << where;
+        }
+        Kernel denominator;
+        denominator.denominator_eps = eps;
+        const CheckResult d = check(c.problem, denominator);
+        expect_only(d, "softmax_epsilon", where + " l + eps");
+        if (codes(d).count("softmax_epsilon") != 0) {
+          const diagnosis::Finding& f = finding(d, "softmax_epsilon");
+          EXPECT_EQ(f.tensors, (std::vector<TensorId>{TensorId::O, TensorId::L})) << where;
+          EXPECT_EQ(f.detail.at("added_to"), "denominator") << where;
+          EXPECT_NEAR(f.detail.at("epsilon_fits").get<double>(), eps, 5e-2 * eps) << where;
+        }
+      }
+    }
+}
+
 TEST(KernelCorpus, NoFindingGivesALead) {
   const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::causal_top_left, DType::f32);
   const ProblemData data = make_problem_data(p, {7, false, Layout::bshd});

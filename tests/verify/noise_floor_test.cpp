@@ -332,6 +332,84 @@ TEST(ScoreNoise, GqaKeyGradientsAddTheVariancesOfTheGroupsQueryHeads) {
   }
 }
 
+// The TF32 operand terms (allow_tf32, float32 inputs): what they add to the variances, against
+// a Monte Carlo that moves only those operands. In the forward each P~_ij that enters the
+// P~V product by a relative theta_ij, uniform in [-u, u] (l is summed from the unrounded P~, so
+// O is not renormalized); in the backward each dS_ij that enters dQ = scale dS K and
+// dK = scale dS^T Q by its own theta'_ij. A row that sees one key has P = 1, exact in every
+// kernel; L and dV get nothing.
+TEST(ScoreNoise, Tf32OperandTermsMatchMonteCarlo) {
+  // Bottom-right causal with S_q = S_k + 1: row 0 sees no key, row 1 one key; GQA; d = 7 makes
+  // the scale 1/sqrt(7), not a power of 2.
+  const Problem p = make_problem(1, 2, 1, 6, 5, 7, Mask::causal_bottom_right);
+  InputOptions in;
+  in.seed = 5;
+  const ProblemData data = make_problem_data(p, in);
+  const ScoreNoise f32 = score_rounding_noise(data, true, false);
+  const ScoreNoise tf32 = score_rounding_noise(data, true, true);
+  EXPECT_EQ(f32.L, tf32.L);
+  EXPECT_EQ(f32.dV, tf32.dV);
+  const auto added = [](const X4& with, const X4& without) {
+    X4 t = xt::sqrt(xt::maximum(with * with - without * without, 0.0));
+    return t;
+  };
+
+  // The exact P and dS = P (dP - D), in double.
+  const X4 Q = data.q.to_double(), K = data.k.to_double(), V = data.v.to_double(),
+           dO = data.dO.to_double();
+  const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+  X4 P = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q), n(p.S_k)}), dS = P;
+  for (std::size_t h = 0; h < n(p.H); ++h)
+    for (std::size_t i = 0; i < n(p.S_q); ++i) {
+      const std::int64_t last = p.last_visible_key(static_cast<std::int64_t>(i));
+      if (last < 0) continue;
+      std::vector<double> s(n(last + 1));
+      double m = -INFINITY, l = 0.0;
+      for (std::size_t j = 0; j < s.size(); ++j) {
+        for (std::size_t c = 0; c < n(p.d); ++c) s[j] += p.scale * Q(0, h, i, c) * K(0, 0, j, c);
+        m = std::max(m, s[j]);
+      }
+      for (double x : s) l += std::exp(x - m);
+      std::vector<double> dP(s.size());
+      double D = 0.0;
+      for (std::size_t j = 0; j < s.size(); ++j) {
+        P(0, h, i, j) = std::exp(s[j] - m) / l;
+        for (std::size_t c = 0; c < n(p.d); ++c) dP[j] += dO(0, h, i, c) * V(0, 0, j, c);
+        D += P(0, h, i, j) * dP[j];
+      }
+      for (std::size_t j = 0; j < s.size(); ++j) dS(0, h, i, j) = P(0, h, i, j) * (dP[j] - D);
+    }
+
+  std::mt19937_64 rng(6);
+  std::uniform_real_distribution<double> theta(-kTf32UnitRoundoff, kTf32UnitRoundoff);
+  X4 var_O = xt::zeros<double>(Q.shape()), var_dQ = var_O, var_dK = xt::zeros<double>(K.shape());
+  constexpr int kSamples = 2000;
+  for (int r = 0; r < kSamples; ++r) {
+    X4 O = xt::zeros<double>(Q.shape()), dQ = O, dK = xt::zeros<double>(K.shape());
+    for (std::size_t h = 0; h < n(p.H); ++h)
+      for (std::size_t i = 0; i < n(p.S_q); ++i) {
+        const std::int64_t last = p.last_visible_key(static_cast<std::int64_t>(i));
+        for (std::int64_t jj = 0; jj <= last; ++jj) {
+          const std::size_t j = n(jj);
+          const double t_P = last > 0 ? theta(rng) : 0.0, t_dS = theta(rng);
+          for (std::size_t c = 0; c < n(p.d); ++c) {
+            O(0, h, i, c) += P(0, h, i, j) * t_P * V(0, 0, j, c);
+            dQ(0, h, i, c) += p.scale * dS(0, h, i, j) * t_dS * K(0, 0, j, c);
+            dK(0, 0, j, c) += p.scale * dS(0, h, i, j) * t_dS * Q(0, h, i, c);
+          }
+        }
+      }
+    var_O += O * O;
+    var_dQ += dQ * dQ;
+    var_dK += dK * dK;
+  }
+  const X4 mc_O = xt::sqrt(var_O / kSamples), mc_dQ = xt::sqrt(var_dQ / kSamples),
+           mc_dK = xt::sqrt(var_dK / kSamples);
+  EXPECT_GT(expect_matches("O (TF32 P~)", added(tf32.O, f32.O), mc_O), 30);
+  EXPECT_GT(expect_matches("dQ (TF32 dS)", added(tf32.dQ, f32.dQ), mc_dQ), 30);
+  EXPECT_GT(expect_matches("dK (TF32 dS)", added(tf32.dK, f32.dK), mc_dK), 15);
+}
+
 TEST(ScoreNoise, ForwardOnlyLeavesTheGradientsEmptyAndTheirMaximaZero) {
   const ProblemData data = make_problem_data(make_problem(1, 2, 2, 3, 3, 4), {});
   const ScoreNoise noise = score_rounding_noise(data, false);

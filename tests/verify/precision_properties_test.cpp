@@ -7,7 +7,7 @@
 
 #include "flashref/verify/check.hpp"
 #include "flashref/verify/report.hpp"
-#include "kernel_corpus.hpp"
+#include "kernel_corpus_backward.hpp"
 #include "property_support.hpp"
 
 namespace flashref::verify {
@@ -40,6 +40,30 @@ RC_GTEST_PROP(PrecisionModes, CorrectTf32KernelPassesUnderAllowTf32, ()) {
   const CheckResult r =
       check_candidate(data, corpus::run_kernel(data, k), 64, 64, {.allow_tf32 = true});
   if (!r.passed() || !r.diagnosis.findings.empty()) RC_FAIL(describe(c) + "\n" + findings_text(r));
+}
+
+// The backward too: the forward and backward of a correct TF32 kernel (the scale folded into
+// dS or applied after the loops), O, L, dQ, dK and dV all judged under allow_tf32.
+RC_GTEST_PROP(PrecisionModes, CorrectTf32BackwardPassesUnderAllowTf32, ()) {
+  CaseBounds b = small_forward({DType::f32});
+  b.max_seq = 64;
+  b.max_d = 32;
+  const VerifyCase c = *gen_case(b);
+  testing::classify(c);
+  const ProblemData data = make_problem_data(c.problem, input_options(c));
+  corpus::Kernel k;
+  k.tf32 = true;
+  k.tile_k = *rc::gen::element<std::int64_t>(16, 32, 64);
+  corpus::BackwardKernel bk;
+  bk.tf32 = true;
+  bk.tile_k = k.tile_k;
+  bk.scale_in_ds = *rc::gen::arbitrary<bool>();
+  TensorSet t = corpus::run_kernel(data, k);
+  for (auto& [id, values] : corpus::run_backward(data, t, bk)) t[id] = std::move(values);
+  const CheckResult r = check_candidate(data, t, 64, 64, {.allow_tf32 = true});
+  if (!r.passed() || !r.diagnosis.findings.empty())
+    RC_FAIL(describe(c) + (bk.scale_in_ds ? " scale in dS" : " scale after") + "\n" +
+            findings_text(r));
 }
 
 RC_GTEST_PROP(PrecisionModes, CorrectLowPrecisionLsePassesUnderLseDtype, ()) {

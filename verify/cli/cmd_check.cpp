@@ -1,16 +1,15 @@
 // `flashref check`: judge another kernel's dumped tensors against the gold under the rule, and
 // when one fails, say what the kernel most likely did wrong (check.hpp, diagnosis/).
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/check.hpp"
+#include "flashref/verify/check_report.hpp"
 #include "flashref/verify/report.hpp"
 #include "feasibility.hpp"
 #include "npy_problem.hpp"
@@ -31,90 +30,6 @@ struct CheckSettings {
   bool allow_tf32 = false;
   bool json = false;
 };
-
-std::string sci(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3e", x);
-  return buf;
-}
-
-// Left-aligned in `width` columns, always followed by at least one space.
-std::string pad(std::string s, std::size_t width) {
-  if (s.size() + 1 < width) s.append(width - 1 - s.size(), ' ');
-  return s + " ";
-}
-
-std::string format_check(const Problem& p, const verify::CheckResult& r) {
-  std::ostringstream o;
-  o << "problem: " << describe(p) << "\n";
-  o << "precision: " << verify::describe(r.precision, p) << "\n";
-  o << "rule:    " << verify::rule_text() << "\n\n";
-  o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("k", 3)
-    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("limit", 11)
-    << pad("ratio", 9) << pad("verdict", 8) << "rel L2     NaN/inf  worst (b,h,s,i) and tile\n";
-  for (const verify::TensorReport& t : r.tensors) {
-    const verify::ErrorStats& s = t.candidate;
-    char ratio[32];
-    std::snprintf(ratio, sizeof ratio, t.rule.ratio < 1000.0 ? "%.2f" : "%.1e", t.rule.ratio);
-    std::ostringstream worst;
-    worst << "(" << s.worst.b << "," << s.worst.h << "," << s.worst.s;
-    if (t.tensor != verify::TensorId::L) worst << "," << s.worst.i;
-    worst << ") " << (s.axis == verify::SeqAxis::query ? "q" : "k") << "-tile " << s.worst_tile;
-    o << pad(std::string(verify::tensor_name(t.tensor)), 7) << pad(sci(t.rule.candidate_err), 12)
-      << pad(sci(t.rule.baseline_err), 13) << pad(std::to_string(static_cast<int>(t.rule.k)), 3)
-      << pad(sci(t.rule.floor), 11) << pad(sci(t.rule.floor_rounding), 11)
-      << pad(sci(t.rule.floor_noise), 11) << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
-      << pad(t.rule.pass ? "PASS" : "FAIL", 8) << pad(sci(s.rel_l2), 11)
-      << pad(std::to_string(s.nonfinite_mismatches()), 9) << worst.str() << "\n";
-  }
-  if (r.backward_inputs != verify::BackwardInputs::none) {
-    o << "gradients: "
-      << verify::backward_inputs_text(r.backward_inputs, r.backward_inputs_reason, "the candidate")
-      << "\n";
-  }
-  for (const verify::TensorReport& t : r.tensors) {
-    if (!t.rule.pass) o << "  " << verify::tensor_name(t.tensor) << ": " << t.rule.reason << "\n";
-  }
-  if (!r.passed()) {
-    o << "\ndiagnosis:\n";
-    if (r.diagnosis.findings.empty()) {
-      o << "  no known mistake fits; the worst elements above say where to look\n";
-    }
-    for (const verify::diagnosis::Finding& f : r.diagnosis.findings) {
-      std::string tensors;
-      for (verify::TensorId id : f.tensors) {
-        tensors += (tensors.empty() ? "" : ", ") + std::string(verify::tensor_name(id));
-      }
-      o << "  [" << f.code << "] (" << tensors << ") " << f.explanation << "\n";
-    }
-    for (const verify::diagnosis::Lead& l : r.diagnosis.lead) {
-      o << "  lead (" << verify::tensor_name(l.tensor) << "): " << l.summary << "\n";
-    }
-    if (!r.diagnosis.scope_note.empty()) o << "  (" << r.diagnosis.scope_note << ")\n";
-  }
-  o << "\nresult: " << (r.passed() ? "PASS" : "FAIL") << "\n";
-  return o.str();
-}
-
-nlohmann::json check_json(const Problem& p, const verify::CheckResult& r) {
-  nlohmann::json tensors = nlohmann::json::array();
-  for (const verify::TensorReport& t : r.tensors) tensors.push_back(verify::to_json(t));
-  nlohmann::json j = {
-      {"command", "check"},
-      {"problem", verify::to_json(p)},
-      {"dtype", std::string(dtype_name(p.dtype))},
-      {"grad_dtype", std::string(dtype_name(p.grad_dtype))},
-      {"precision", verify::to_json(r.precision, p)},
-      {"rule", verify::rule_text()},
-      {"tensors", tensors},
-      {"baseline_backward",
-       verify::to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
-      {"findings", verify::diagnosis::to_json(r.diagnosis)["findings"]},
-      {"lead", verify::diagnosis::to_json(r.diagnosis)["lead"]},
-      {"passed", r.passed()}};
-  if (!r.diagnosis.scope_note.empty()) j["diagnosis_scope"] = r.diagnosis.scope_note;
-  return j;
-}
 
 int run_check(const CheckSettings& s) {
   // The options first, the files after: a usage error costs no reading.
@@ -151,7 +66,7 @@ int run_check(const CheckSettings& s) {
   const verify::CheckResult result =
       verify::check_candidate(input.data, candidate, tile_q, tile_k, precision);
   if (s.json) {
-    std::cout << check_json(p, result).dump(2) << "\n";
+    std::cout << verify::to_json(p, result).dump(2) << "\n";
   } else {
     std::cout << format_check(p, result);
   }

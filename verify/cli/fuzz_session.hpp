@@ -1,6 +1,6 @@
-// The engine of `flashref fuzz`: RapidCheck drawing verification cases from the generator the
-// property tests use (verify/generators.hpp), judging one backend on each, shrinking the first
-// failure to a minimal case.
+// The engine of `flashref fuzz`: the fuzz driver (verify/fuzz_driver.hpp) drawing verification
+// cases from the generator the property tests use, judging one backend on each, shrinking the
+// first failure to a minimal case.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "flashref/verify/fuzz_driver.hpp"
 #include "flashref/verify/generators.hpp"
 #include "flashref/verify/verification.hpp"
 
@@ -29,15 +30,7 @@ struct FuzzSettings {
   std::function<bool()> interrupted;
 };
 
-struct FuzzProgress {
-  std::int64_t cases = 0;         // cases judged
-  std::int64_t unsupported = 0;   // cases the backend could not run (discarded)
-  std::int64_t failures = 0;      // 0, or 1 once a failing case was found
-  std::int64_t shrink_steps = 0;  // shrinks accepted so far
-  std::int64_t shrink_tries = 0;  // shrinks tried so far
-  double elapsed_s = 0.0;
-  bool shrinking = false;
-};
+using verify::FuzzProgress;
 
 struct FuzzResult {
   FuzzProgress progress;

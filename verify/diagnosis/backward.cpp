@@ -1,5 +1,6 @@
 // Hypotheses about the backward pass (Algorithm 2): the scale of dQ and dK, the vector
 // D = rowsum(dO * O), and the sum of dK, dV over the query heads of a GQA group.
+#include <algorithm>
 #include <cmath>
 
 #include <xtensor/xview.hpp>
@@ -102,6 +103,62 @@ std::vector<Hypothesis> d_vector_hypotheses(const Context& ctx) {
   h.variant[TensorId::dQ] = variant.dQ;
   h.variant[TensorId::dK] = variant.dK;
   return {std::move(h)};
+}
+
+std::vector<Hypothesis> d_per_key_tile_hypotheses(const Context& ctx) {
+  // D_i = rowsum(P_i * dP_i) summed over each key tile of B_k alone instead of the whole row:
+  // a D per (row, key tile), which the fit above (one D per row) cannot express. Recomputed in
+  // double from the inputs and the gold L, for each tile size that leaves more than one tile.
+  if (!ctx.needs_backward() || !ctx.failed_any({TensorId::dQ, TensorId::dK})) return {};
+  const Problem& p = ctx.problem;
+  const xt::xtensor<double, 3>& L = ctx.forward.L;
+  std::vector<Hypothesis> out;
+  std::vector<double> P(n(p.S_k)), dP(n(p.S_k));
+  for (std::int64_t T : {16, 32, 64, 128}) {
+    if (p.S_k <= T) continue;
+    xt::xarray<double> dQ = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q), n(p.d)});
+    xt::xarray<double> dK = xt::zeros<double>({n(p.B), n(p.H_kv), n(p.S_k), n(p.d)});
+    for (std::int64_t b = 0; b < p.B; ++b)
+      for (std::int64_t h = 0; h < p.H; ++h) {
+        const std::int64_t hk = h / p.group_size();
+        for (std::int64_t i = 0; i < p.S_q; ++i) {
+          const std::int64_t last = std::min(p.last_visible_key(i), p.S_k - 1);
+          if (last < 0) continue;
+          const double L_i = L(n(b), n(h), n(i));
+          for (std::int64_t j = 0; j <= last; ++j) {
+            double s = 0.0, dp = 0.0;
+            for (std::int64_t c = 0; c < p.d; ++c) {
+              s += static_cast<double>(ctx.q.load(b, i, h, c)) * ctx.k.load(b, j, hk, c);
+              dp += static_cast<double>(ctx.dO.load(b, i, h, c)) * ctx.v.load(b, j, hk, c);
+            }
+            P[n(j)] = std::exp(p.scale * s - L_i);
+            dP[n(j)] = dp;
+          }
+          for (std::int64_t j0 = 0; j0 <= last; j0 += T) {
+            const std::int64_t j1 = std::min(last + 1, j0 + T);
+            double D_tile = 0.0;
+            for (std::int64_t j = j0; j < j1; ++j) D_tile += P[n(j)] * dP[n(j)];
+            for (std::int64_t j = j0; j < j1; ++j) {
+              const double dS = p.scale * P[n(j)] * (dP[n(j)] - D_tile);
+              for (std::int64_t c = 0; c < p.d; ++c) {
+                dQ(n(b), n(h), n(i), n(c)) += dS * ctx.k.load(b, j, hk, c);
+                dK(n(b), n(hk), n(j), n(c)) += dS * ctx.q.load(b, i, h, c);
+              }
+            }
+          }
+        }
+      }
+    Hypothesis h;
+    h.code = "d_vector";
+    h.explanation = "dS used D = rowsum(P * dP) over each key tile of B_k = " + std::to_string(T) +
+                    " alone, not over the whole row: D_i = rowsum(dO_i * O_i) (Algorithm 2 line "
+                    "2) sums every key; compute it once per row before the key loop";
+    h.detail = {{"D_used_is_zero", false}, {"mistake", "per key tile"}, {"tile_k_fits", T}};
+    h.variant[TensorId::dQ] = std::move(dQ);
+    h.variant[TensorId::dK] = std::move(dK);
+    out.push_back(std::move(h));
+  }
+  return out;
 }
 
 std::vector<Hypothesis> gqa_hypotheses(const Context& ctx) {

@@ -168,9 +168,10 @@ Context make_context(const ProblemData& data, const TensorSet& candidate,
 
 std::vector<Hypothesis> all_hypotheses(const Context& ctx) {
   std::vector<Hypothesis> all;
-  for (auto family : {scale_hypotheses, mask_hypotheses, key_padding_hypotheses, lse_hypotheses,
-                      output_hypotheses, gradient_scale_hypotheses, d_vector_hypotheses,
-                      gqa_hypotheses, diagonal_hypotheses}) {
+  for (auto family :
+       {scale_hypotheses, mask_hypotheses, key_padding_hypotheses, lse_hypotheses,
+        output_hypotheses, epsilon_hypotheses, gradient_scale_hypotheses, d_vector_hypotheses,
+        d_per_key_tile_hypotheses, gqa_hypotheses, diagonal_hypotheses}) {
     for (Hypothesis& h : family(ctx)) all.push_back(std::move(h));
   }
   return all;

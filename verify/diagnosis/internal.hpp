@@ -54,8 +54,10 @@ std::vector<Hypothesis> mask_hypotheses(const Context& ctx);            // mask_
 std::vector<Hypothesis> key_padding_hypotheses(const Context& ctx);     // key_padding_unmasked
 std::vector<Hypothesis> lse_hypotheses(const Context& ctx);             // lse_base2, lse_unshifted
 std::vector<Hypothesis> output_hypotheses(const Context& ctx);          // unnormalized
+std::vector<Hypothesis> epsilon_hypotheses(const Context& ctx);         // softmax_epsilon
 std::vector<Hypothesis> gradient_scale_hypotheses(const Context& ctx);  // dq_scale, dk_scale
 std::vector<Hypothesis> d_vector_hypotheses(const Context& ctx);        // d_vector
+std::vector<Hypothesis> d_per_key_tile_hypotheses(const Context& ctx);  // d_vector, per tile
 std::vector<Hypothesis> gqa_hypotheses(const Context& ctx);             // gqa_reduction
 std::vector<Hypothesis> diagonal_hypotheses(const Context& ctx);        // diagonal_tiles
 

@@ -15,8 +15,21 @@ Gen<int> gen_tile(int max_tile) {
   return gen::weightedOneOf<int>({{8, gen::inRange(1, max_tile + 1)}, {1, gen::just(0)}});
 }
 
+// `g`'s values, shrinking as plain integers towards `target` instead of through the way `g`
+// drew them. A length drawn as 2 tiles - 1 then still shrinks to one tile + 1 (the smallest
+// length with a partial tile after a full one), which the draw's own parts cannot reach by
+// changing one at a time.
+Gen<std::int64_t> with_integer_shrinks(Gen<std::int64_t> g, std::int64_t target) {
+  return Gen<std::int64_t>([g, target](const rc::Random& random, int size) {
+    return rc::shrinkable::shrinkRecur(g(random, size).value(), [target](std::int64_t x) {
+      return rc::shrink::towards(x, target);
+    });
+  });
+}
+
 // A sequence length for tiles of T rows: biased to 1, shorter than a tile, and a multiple
 // of the tile plus -1, 0 or +1 (the last tile partial by one row, full, or one row long).
+// It shrinks as an integer towards 1.
 Gen<std::int64_t> gen_seq(std::int64_t T, std::int64_t max_seq) {
   const std::int64_t below_tile = std::max<std::int64_t>(1, std::min(T, max_seq));
   const std::int64_t max_tiles = std::max<std::int64_t>(1, max_seq / T);
@@ -25,13 +38,16 @@ Gen<std::int64_t> gen_seq(std::int64_t T, std::int64_t max_seq) {
       [T, max_seq](const std::tuple<std::int64_t, std::int64_t>& t) {
         return std::clamp(std::get<0>(t) * T + std::get<1>(t), std::int64_t{1}, max_seq);
       });
-  return gen::weightedOneOf<std::int64_t>({{1, gen::just<std::int64_t>(1)},
-                                           {2, gen::inRange<std::int64_t>(1, below_tile + 1)},
-                                           {3, near_multiple},
-                                           {4, gen::inRange<std::int64_t>(1, max_seq + 1)}});
+  return with_integer_shrinks(
+      gen::weightedOneOf<std::int64_t>({{1, gen::just<std::int64_t>(1)},
+                                        {2, gen::inRange<std::int64_t>(1, below_tile + 1)},
+                                        {3, near_multiple},
+                                        {4, gen::inRange<std::int64_t>(1, max_seq + 1)}}),
+      1);
 }
 
 Gen<std::int64_t> gen_head_dim(const CaseBounds& b) {
+  if (!b.head_dims.empty()) return gen::elementOf(b.head_dims);
   if (b.d_multiple > 1) {
     const std::int64_t n = std::max<std::int64_t>(1, b.max_d / b.d_multiple);
     return gen::map(gen::inRange<std::int64_t>(1, n + 1),
@@ -56,7 +72,9 @@ constexpr double kScales[] = {0.0, 1.0, 0.5, 0.03125};  // 0: 1/sqrt(d)
 rc::Gen<VerifyCase> gen_case(const CaseBounds& bounds) {
   const CaseBounds b = bounds;
   return gen::mapcat(
-      gen::pair(gen_tile(b.max_tile), gen_tile(b.max_tile)), [b](std::pair<int, int> tiles) {
+      gen::pair(b.tile_q > 0 ? gen::just(b.tile_q) : gen_tile(b.max_tile),
+                b.tile_k > 0 ? gen::just(b.tile_k) : gen_tile(b.max_tile)),
+      [b](std::pair<int, int> tiles) {
         const std::int64_t T_q = tiles.first > 0 ? tiles.first : cpu::kDefaultTileQ;
         const std::int64_t T_k = tiles.second > 0 ? tiles.second : cpu::kDefaultTileK;
         return gen::mapcat(gen_seq(T_q, b.max_seq), [b, tiles, T_k](std::int64_t S_q) {
@@ -64,7 +82,8 @@ rc::Gen<VerifyCase> gen_case(const CaseBounds& bounds) {
               gen::weightedOneOf<std::int64_t>({{3, gen::just(S_q)}, {4, gen_seq(T_k, b.max_seq)}});
           auto shape = gen::tuple(S_k, gen_head_dim(b), gen::inRange(1, 3) /* B */,
                                   gen::inRange(1, 3) /* H_kv */,
-                                  gen::weightedElement<int>({{3, 1}, {3, 2}, {1, 3}}) /* group */);
+                                  b.gqa ? gen::weightedElement<int>({{3, 1}, {3, 2}, {1, 3}})
+                                        : gen::just(1) /* group */);
           auto flavor = gen::tuple(gen::elementOf(b.masks), gen::elementOf(b.dtypes),
                                    gen::element(Layout::bshd, Layout::bhsd),
                                    gen::weightedElement<bool>({{4, false}, {1, true}}) /* large */,
@@ -82,7 +101,7 @@ rc::Gen<VerifyCase> gen_case(const CaseBounds& bounds) {
             while (B * H_kv * G * per_head > b.max_work && G > 1) --G;
             VerifyCase c;
             c.problem = make_problem(B, H_kv * G, H_kv, S_q, S_k, d, mask, dtype);
-            if (scale_choice > 0) c.problem.scale = kScales[scale_choice];
+            if (scale_choice > 0 && b.other_scales) c.problem.scale = kScales[scale_choice];
             c.tile_q = tiles.first;
             c.tile_k = tiles.second;
             c.seed = seed;

@@ -42,6 +42,16 @@ GoldForward gold_forward(const ForwardParams& params);
 // Validates the problem and the input views first (flashref::validate_inputs).
 GoldBackward gold_backward(const BackwardParams& params);
 
+// The same on inputs given exactly as doubles in the canonical layout (Q, dO (B, H, S_q, d);
+// K, V (B, H_kv, S_k, d)): float64 inputs that no storage dtype holds, as
+// torch.autograd.gradcheck perturbs them (flashref.attention on float64 tensors). Validates the
+// problem and the shapes (InvalidArgument "Q", "K", "V", "dO").
+GoldForward gold_forward(const Problem& p, const xt::xtensor<double, 4>& Q,
+                         const xt::xtensor<double, 4>& K, const xt::xtensor<double, 4>& V);
+GoldBackward gold_backward(const Problem& p, const xt::xtensor<double, 4>& Q,
+                           const xt::xtensor<double, 4>& K, const xt::xtensor<double, 4>& V,
+                           const xt::xtensor<double, 4>& dO);
+
 // The backward with the recomputation trick's eq. (17), dS_ij = P_ij (dP_ij - D_i), for a
 // given D of shape (B, H, S_q) instead of the exact P_i^T dP_i. With the true
 // D = rowsum(dO * O) it equals gold_backward up to rounding; with a wrong D (zero, computed

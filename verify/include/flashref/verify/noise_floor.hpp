@@ -61,8 +61,11 @@ struct ScoreNoise {
 // sigma_O(i,c)^2 += sum_j (u_tf32 / sqrt(3) P_ij V_jc)^2 over rows that see two keys or more
 // (docs/verification.md, "Precision modes"). The
 // rounding of Q, K, V to TF32 is deterministic, the same in every kernel, and is not noise.
-// Only the forward is extended: the gradients' TF32 operand roundings (dO, dS, P) are not
-// modelled.
+// In the backward it adds the TF32 rounding of dS as the operand of dQ = dS K and dK = dS^T Q,
+// which kernels apply to dS or to dS * scale: sigma_dQ(i,c)^2 += scale^2 sum_j (u_tf32 /
+// sqrt(3) dS_ij K_jc)^2, and likewise dK with Q (docs/verification.md, "The gradients under
+// TF32"). P's rounding in dV = P^T dO and dO's, V's in dP = dO V^T round the same numbers in
+// every recomputation backward and are not noise.
 ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool allow_tf32 = false);
 
 }  // namespace flashref::verify

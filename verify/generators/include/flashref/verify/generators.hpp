@@ -24,6 +24,14 @@ struct CaseBounds {
   std::int64_t max_d = 130;     // d in 1..max_d
   std::int64_t d_multiple = 1;  // d a multiple of this (a backend with head-dim kernels: 8)
   int max_tile = 80;            // B_q, B_k in 1..max_tile, or 0 (backend default)
+  // A kernel with fixed tiles (a Python function's B_q, B_k): when > 0 the tile is not drawn,
+  // and the sequence lengths are biased to multiples of it plus or minus one.
+  int tile_q = 0, tile_k = 0;
+  // When not empty, d is drawn from these (a kernel with head-dim specializations) instead of
+  // 1..max_d; shrinking goes toward the first.
+  std::vector<std::int64_t> head_dims;
+  bool gqa = true;             // false: H_kv = H (a kernel without grouped-query attention)
+  bool other_scales = true;    // false: scale = 1/sqrt(d) always (a kernel with no scale argument)
   // Upper bound on B * H * S_q * S_k * d: the batch and heads shrink to fit, so a case with
   // long sequences still runs the double-precision gold in milliseconds.
   std::int64_t max_work = std::int64_t{1} << 23;

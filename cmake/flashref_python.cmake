@@ -1,0 +1,30 @@
+# FLASHREF_PYTHON: finds Python and nanobind, then builds python/ (the extension and its tests).
+# FLASHREF_HAVE_PYTHON says whether it is built.
+set(FLASHREF_HAVE_PYTHON OFF)
+if(NOT FLASHREF_PYTHON STREQUAL "OFF" AND NOT (FLASHREF_SANITIZE AND FLASHREF_PYTHON STREQUAL "AUTO"))
+  set(_flashref_python_required)
+  if(NOT FLASHREF_PYTHON STREQUAL "AUTO")
+    set(_flashref_python_required REQUIRED)
+  endif()
+  find_package(Python 3.9 COMPONENTS Interpreter Development.Module ${_flashref_python_required})
+  if(Python_FOUND AND NOT nanobind_DIR)
+    execute_process(COMMAND "${Python_EXECUTABLE}" -m nanobind --cmake_dir
+      OUTPUT_VARIABLE _flashref_nanobind_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+      RESULT_VARIABLE _flashref_nanobind_rc ERROR_QUIET)
+    if(_flashref_nanobind_rc EQUAL 0)
+      list(APPEND CMAKE_PREFIX_PATH "${_flashref_nanobind_dir}")
+    endif()
+  endif()
+  if(Python_FOUND)
+    find_package(nanobind CONFIG ${_flashref_python_required})
+  endif()
+  if(Python_FOUND AND nanobind_FOUND)
+    set(FLASHREF_HAVE_PYTHON ON)
+  else()
+    message(STATUS "flashref: Python development files or nanobind not found, building without "
+                   "the Python extension (scripts/install-deps installs nanobind)")
+  endif()
+endif()
+if(FLASHREF_HAVE_PYTHON)
+  add_subdirectory(python)
+endif()

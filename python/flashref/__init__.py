@@ -1,0 +1,52 @@
+"""flashref from Python: judge an attention kernel's outputs and gradients against a float64
+gold (check), fuzz a kernel with shrinking (fuzz, check_function), and run flashref's own
+FlashAttention-2 backends on torch tensors (attention). See docs/python.md.
+
+The C++ library does the work (flashref._core, a nanobind extension); torch is optional."""
+
+from __future__ import annotations
+
+import pkgutil
+
+# In a build tree the extension sits in <build>/python/flashref/, apart from these files
+# (python/CMakeLists.txt): let the package span both folders.
+__path__ = pkgutil.extend_path(__path__, __name__)
+
+from . import _core  # noqa: E402
+from ._check import check, reference  # noqa: E402
+from ._fuzz import FuzzResult, check_function, fuzz  # noqa: E402
+from ._report import Finding, Report, TensorVerdict  # noqa: E402
+from . import testing  # noqa: E402
+
+__version__ = "0.1.0"
+
+#: The diagnosis codes a Finding may carry (the CLI's).
+FINDING_CODES = tuple(_core.finding_codes())
+
+
+def backends() -> list:
+    """The backends this build has: 'reference', 'cpu', and 'cuda' when built with CUDA."""
+    return list(_core.backend_names())
+
+
+try:  # The torch layer: only when torch imports.
+    from ._torch import FlashAttentionFunction, attention  # noqa: E402
+except ImportError as _torch_missing:  # pragma: no cover - depends on the machine
+    _TORCH_ERROR = str(_torch_missing)
+
+    def attention(*args, **kwargs):
+        """flashref.attention needs PyTorch."""
+        raise ImportError(f"flashref.attention needs PyTorch ({_TORCH_ERROR})")
+
+    class FlashAttentionFunction:  # type: ignore[no-redef]
+        """flashref.FlashAttentionFunction needs PyTorch."""
+
+        @staticmethod
+        def apply(*args, **kwargs):
+            raise ImportError(f"flashref.FlashAttentionFunction needs PyTorch ({_TORCH_ERROR})")
+
+
+__all__ = [
+    "check", "reference", "fuzz", "check_function", "attention", "FlashAttentionFunction",
+    "Report", "Finding", "TensorVerdict", "FuzzResult", "testing", "backends", "FINDING_CODES",
+]
