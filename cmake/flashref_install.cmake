@@ -2,7 +2,7 @@
 # link flashref::flashref (all backends) or flashref::verify (judging, .npy I/O).
 include(CMakePackageConfigHelpers)
 
-set(_flashref_targets flashref_core flashref_reference flashref_cpu flashref_registry flashref_verify)
+set(_flashref_targets flashref_core flashref_reference flashref_cpu flashref_ring flashref_registry flashref_verify)
 if(FLASHREF_HAVE_CUDA)
   list(APPEND _flashref_targets flashref_cuda)
 endif()
@@ -14,7 +14,7 @@ install(TARGETS ${_flashref_targets}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS flashref_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(_dir include reference/include cpu/include verify/include)
+foreach(_dir include reference/include cpu/include ring/include verify/include)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 if(FLASHREF_HAVE_CUDA)

@@ -54,6 +54,11 @@ std::string describe(const Problem& p) {
     << " d=" << p.d << " mask=" << mask_name(p.mask) << " dtype=" << dtype_name(p.dtype);
   if (p.grad_dtype != p.dtype) s << " grad_dtype=" << dtype_name(p.grad_dtype);
   s << " scale=" << p.scale;
+  if (p.placement.placed()) {
+    const Placement& at = p.placement;
+    s << " block=q[" << at.q_offset << "," << at.q_offset + p.S_q << ")/" << at.S_q_total << ",k["
+      << at.k_offset << "," << at.k_offset + p.S_k << ")/" << at.S_k_total;
+  }
   return s.str();
 }
 

@@ -156,6 +156,31 @@ void require_tiles(const ExecutionOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// A block must lie inside the larger problem it is placed in.
+void validate_placement(const Problem& p) {
+  const Placement& at = p.placement;
+  auto inside = [](std::int64_t offset, std::int64_t length, std::int64_t total,
+                   const char* offset_field, const char* total_field, const char* length_name) {
+    if (offset < 0) {
+      throw InvalidArgument(offset_field, "must be >= 0, got " + std::to_string(offset));
+    }
+    if (total < offset + length) {
+      throw InvalidArgument(total_field,
+                            "must be >= the block's offset + " + std::string(length_name) + " = " +
+                                std::to_string(offset) + " + " + std::to_string(length) + ", got " +
+                                std::to_string(total));
+    }
+  };
+  inside(at.q_offset, p.S_q, at.S_q_total, "problem.placement.q_offset",
+         "problem.placement.S_q_total", "S_q");
+  inside(at.k_offset, p.S_k, at.S_k_total, "problem.placement.k_offset",
+         "problem.placement.S_k_total", "S_k");
+}
+
+}  // namespace
+
 void validate(const Problem& p) {
   auto positive = [](std::int64_t v, const char* field) {
     if (v < 1) throw InvalidArgument(field, "must be >= 1, got " + std::to_string(v));
@@ -177,6 +202,7 @@ void validate(const Problem& p) {
     o << "softmax scale must be finite, got " << p.scale;
     throw InvalidArgument("problem.scale", o.str());
   }
+  if (p.placement.placed()) validate_placement(p);
 }
 
 namespace {

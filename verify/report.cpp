@@ -1,5 +1,6 @@
 #include "flashref/verify/report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -55,7 +56,9 @@ std::string backward_inputs_lines(const VerifyReport& r) {
 
 std::vector<std::string> backend_list(const VerifyReport& r) {
   std::vector<std::string> names;
-  for (const BackendReport& b : r.backends) names.push_back(b.backend);
+  for (const BackendReport& b : r.backends) {
+    names.push_back(r.verify_case.ranks > 0 ? inner_backend_name(b.backend) : b.backend);
+  }
   return names;
 }
 
@@ -85,7 +88,12 @@ std::string format_table(const VerifyReport& report) {
   o << "rule:    " << rule_text() << "\n";
   for (const std::string& n : report.input_notes) o << "inputs:  " << n << "\n";
   o << "\n";
-  const std::size_t w[] = {8, 11, 13, 14, 3, 11, 11, 11, 11, 11, 7, 9};
+  // The backend column fits the longest name ("ring4(reference)" with --ranks) plus a space.
+  std::size_t backend_width = 11;
+  for (const BackendReport& b : report.backends) {
+    backend_width = std::max(backend_width, b.backend.size() + 1);
+  }
+  const std::size_t w[] = {8, backend_width, 13, 14, 3, 11, 11, 11, 11, 11, 7, 9};
   o << pad("tensor", w[0]) << pad("backend", w[1]) << pad("max abs err", w[2])
     << pad("baseline err", w[3]) << pad("k", w[4]) << pad("floor", w[5]) << pad("= rounding", w[6])
     << pad("+ noise", w[7]) << pad("+ cancel", w[8]) << pad("limit", w[9]) << pad("ratio", w[10])
@@ -246,7 +254,8 @@ nlohmann::json to_json(const VerifyReport& report) {
             {"large", c.large},
             {"backward", c.backward},
             {"allow_tf32", c.allow_tf32},
-            {"lse_dtype", std::string(dtype_name(c.lse_dtype))}}},
+            {"lse_dtype", std::string(dtype_name(c.lse_dtype))},
+            {"ranks", c.ranks}}},
           {"precision", to_json(precision(c), c.problem)},
           {"rule",
            {{"text", rule_text()},

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "flashref/error.hpp"
+#include "flashref/ring/ring_backend.hpp"
 #include "flashref/verify/nonfinite.hpp"
 
 namespace flashref::verify {
@@ -65,6 +66,10 @@ void require_tiles(const VerifyCase& c) {
   }
   if (c.threads < 0) {
     throw InvalidArgument("--threads", "must be >= 0, got " + std::to_string(c.threads));
+  }
+  if (c.ranks < 0 || c.ranks > kMaxRanks) {
+    throw InvalidArgument("--ranks", "must be from 1 to " + std::to_string(kMaxRanks) +
+                                         " (or 0: no ring), got " + std::to_string(c.ranks));
   }
 }
 
@@ -127,6 +132,8 @@ VerifyReport run_verification(const VerifyCase& c, const std::vector<std::string
   std::vector<const Backend*> candidates;
   for (const std::string& name : backends) {
     made.push_back(make_backend(name));  // InvalidArgument for an unknown name
+    // With ranks, the backend runs as the ranks of an in-process ring (host backends only).
+    if (c.ranks > 0) made.back() = ring::make_ring_backend(std::move(made.back()), c.ranks);
     candidates.push_back(made.back().get());
   }
   return verify_backends(c, candidates);

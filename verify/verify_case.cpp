@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "flashref/cpu/backend.hpp"
+#include "flashref/ring/ring_backend.hpp"
 
 namespace flashref::verify {
 
@@ -72,7 +73,21 @@ std::string reproduce_command(const VerifyCase& c, const std::vector<std::string
   if (c.threads > 0) o << " --threads " << c.threads;
   if (c.allow_tf32) o << " --allow-tf32";
   if (c.lse_dtype != DType::f32) o << " --lse-dtype " << dtype_name(c.lse_dtype);
+  if (c.ranks > 0) o << " --ranks " << c.ranks;
   return o.str();
+}
+
+std::string ring_name(int ranks, const std::string& backend) {
+  return ring::ring_backend_name(ranks, backend);
+}
+
+std::string inner_backend_name(const std::string& reported) {
+  // "ring<digits>(<inner>)"
+  if (reported.rfind("ring", 0) != 0 || reported.empty() || reported.back() != ')') return reported;
+  std::size_t i = 4;
+  while (i < reported.size() && reported[i] >= '0' && reported[i] <= '9') ++i;
+  if (i == 4 || i >= reported.size() || reported[i] != '(') return reported;
+  return reported.substr(i + 1, reported.size() - i - 2);
 }
 
 std::string describe(const VerifyCase& c) {
@@ -92,6 +107,7 @@ std::string describe_settings(const VerifyCase& c) {
   if (c.threads > 0) o << "; " << c.threads << " threads";
   if (c.allow_tf32) o << "; TF32 allowed";
   if (c.lse_dtype != DType::f32) o << "; L stored as " << dtype_name(c.lse_dtype);
+  if (c.ranks > 0) o << "; ring of " << c.ranks << " ranks (in-process)";
   return o.str();
 }
 

@@ -163,6 +163,15 @@ class CudaBackend final : public Backend {
     } catch (const InvalidArgument& e) {
       return no(std::string("invalid problem: ") + e.what());
     }
+    // Partial attention (a placed block of a larger problem) is not wired into the kernels:
+    // their backward takes a row that sees one key as P = 1 exactly (sees_one_key), which holds
+    // for a whole row but not for a block's row, whose P comes from the whole row's L. The
+    // ring runs on the host backends until it is (docs/ring.md).
+    if (p.placement.placed()) {
+      return no(
+          "partial attention (a placed block, problem.placement) is not implemented on "
+          "cuda yet; the ring runs on the reference and cpu backends");
+    }
     // What the family that would run it needs (the head dim's multiple; allow_tf32's limits are
     // checked when the options are known, in forward() and backward()).
     const Support family = family_supports(choose_family(info.arch, p.dtype, p.d, false), p);

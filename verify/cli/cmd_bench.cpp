@@ -4,13 +4,15 @@
 #include <memory>
 
 #include "command.hpp"
+#include "feasibility.hpp"
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
+#include "flashref/ring/ring_backend.hpp"
 #include "flashref/verify/bench/bench.hpp"
 #include "flashref/verify/bench/sweeps.hpp"
-#include "feasibility.hpp"
 #include "option_parsers.hpp"
 #include "problem_options.hpp"
+#include "ring_options.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -30,6 +32,8 @@ struct BenchSettings {
   bool allow_tf32 = false;
   std::string sweep;
   bool list_sweeps = false;
+  int ranks = 0;
+  CLI::Option* ranks_opt = nullptr;
   bool json = false;
 };
 
@@ -77,7 +81,10 @@ int run_bench(const BenchSettings& s) {
   } else {
     points.push_back({s.problem.problem(), s.backward, ""});
   }
-  const std::vector<std::string> names = s.problem.backends(fallback);
+  const bool ring = s.ranks_opt->count() > 0;
+  const int ranks = ring ? checked_ranks(s.ranks) : 0;
+  const std::vector<std::string> names =
+      ring ? ring_backends(s.problem) : s.problem.backends(fallback);
   // Before any work: every point must fit in memory on every backend (feasibility.hpp).
   for (const verify::SweepPoint& point : points) {
     for (const std::string& name : names) {
@@ -89,7 +96,9 @@ int run_bench(const BenchSettings& s) {
   std::vector<verify::BenchRow> rows;
   for (const verify::SweepPoint& point : points) {
     for (const std::string& name : names) {
-      const std::unique_ptr<Backend> backend = make_backend(name);
+      std::unique_ptr<Backend> backend = make_backend(name);
+      // With --ranks the backend runs as the ranks of an in-process ring, named "ringR(name)".
+      if (ring) backend = ring::make_ring_backend(std::move(backend), ranks);
       const Support support = backend->supports(point.problem);
       if (!support.ok) {
         // Asked for by name on a single problem: a usage error. Otherwise skip, and say so.
@@ -147,6 +156,7 @@ Command add_bench_command(CLI::App& app) {
   sub->add_flag("--allow-tf32", settings->allow_tf32, "let f32 device backends use TF32");
   sub->add_option("--sweep", settings->sweep, "run a named sweep instead of one problem");
   sub->add_flag("--list-sweeps", settings->list_sweeps, "list the named sweeps and exit");
+  settings->ranks_opt = add_ranks_option(*sub, settings->ranks);
   sub->add_flag("--json", settings->json, "print an array of rows, one per (backend, pass)");
   return {sub, [settings] { return run_bench(*settings); }};
 }

@@ -13,13 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "feasibility.hpp"
+#include "flashref/backend.hpp"
 #include "flashref/cpu/faults.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/report.hpp"
 #include "fuzz_session.hpp"
-#include "feasibility.hpp"
 #include "option_parsers.hpp"
 #include "problem_options.hpp"
+#include "ring_options.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -42,6 +44,8 @@ struct FuzzOptions {
   std::string masks;   // comma list
   std::string plant_fault;
   std::string lse_dtype = "f32";
+  int ranks = 0;
+  CLI::Option* ranks_opt = nullptr;
   bool forward_only = false;
   bool json = false;
   CLI::Option* cases_opt = nullptr;
@@ -117,6 +121,14 @@ int run_fuzz_command(FuzzOptions& o) {
   }
   s.bounds.backward = !o.forward_only;
   s.precision.lse_dtype = verify::parse_lse_dtype(o.lse_dtype);
+  if (o.ranks_opt->count() > 0) {
+    s.ranks = checked_ranks(o.ranks);
+    if (make_backend(s.backend)->memory_space() != MemorySpace::host) {
+      throw InvalidArgument(
+          "--ranks", "the in-process ring runs host backends (reference, cpu); '" + s.backend +
+                         "' takes device pointers");
+    }
+  }
   // The CUDA kernels are compiled for head dims that are multiples of 8.
   if (s.backend == "cuda") s.bounds.d_multiple = 8;
   // The planted faults' names as given, for the report: `flashref verify` runs the backend
@@ -233,6 +245,7 @@ Command add_fuzz_command(CLI::App& app) {
   sub->add_option("--lse-dtype", o->lse_dtype,
                   "judge L as stored in f32, bf16 or f16 (rounded to it) in every case")
       ->capture_default_str();
+  o->ranks_opt = add_ranks_option(*sub, o->ranks);
   sub->add_flag("--json", o->json, "print the result as JSON (no progress line)");
   sub->add_option("--plant-fault", o->plant_fault,
                   "for testing the fuzzer itself: plant a named bug in the cpu backend for every "

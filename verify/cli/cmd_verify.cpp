@@ -4,13 +4,14 @@
 #include <memory>
 
 #include "command.hpp"
+#include "feasibility.hpp"
 #include "flashref/backend.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/report.hpp"
 #include "flashref/verify/verification.hpp"
-#include "feasibility.hpp"
 #include "option_parsers.hpp"
 #include "problem_options.hpp"
+#include "ring_options.hpp"
 
 namespace flashref::cli {
 namespace {
@@ -23,6 +24,8 @@ struct VerifySettings {
   bool large = false;
   bool allow_tf32 = false;
   std::string lse_dtype = "f32";
+  int ranks = 0;
+  CLI::Option* ranks_opt = nullptr;
   bool json = false;
 };
 
@@ -41,7 +44,10 @@ int run_verify(const VerifySettings& s) {
   c.allow_tf32 = s.allow_tf32;
   c.lse_dtype = verify::parse_lse_dtype(s.lse_dtype);
 
-  const std::vector<std::string> backends = s.problem.backends(backend_names());
+  const bool ring = s.ranks_opt->count() > 0;
+  c.ranks = ring ? checked_ranks(s.ranks) : 0;
+  const std::vector<std::string> backends =
+      ring ? ring_backends(s.problem) : s.problem.backends(backend_names());
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
   require_memory("--shape", c.problem, judge_need(c.problem, c.backward, c.threads));
   // An explicitly requested backend that cannot run this problem is a usage error; by default
@@ -87,6 +93,7 @@ Command add_verify_command(CLI::App& app) {
                   "judge each backend's L as stored in f32, bf16 or f16 (rounded to it; L's "
                   "floor follows it)")
       ->capture_default_str();
+  settings->ranks_opt = add_ranks_option(*sub, settings->ranks);
   sub->add_flag("--json", settings->json, "print the report as JSON");
   return {sub, [settings] { return run_verify(*settings); }};
 }

@@ -5,6 +5,7 @@
 
 #include "flashref/backend.hpp"
 #include "flashref/cpu/backend.hpp"
+#include "flashref/ring/ring_backend.hpp"
 
 namespace flashref::cli {
 
@@ -23,13 +24,16 @@ FuzzResult run_fuzz(const FuzzSettings& s,
                     const std::function<void(const FuzzProgress&)>& on_progress) {
   // With planted faults, the cpu backend made with them (the command line allows them only
   // for cpu); otherwise the registry's backend of that name (an unknown name throws).
-  const std::unique_ptr<Backend> backend = s.planted_faults != 0
-                                               ? cpu::make_backend({.faults = s.planted_faults})
-                                               : make_backend(s.backend);
+  std::unique_ptr<Backend> backend = s.planted_faults != 0
+                                         ? cpu::make_backend({.faults = s.planted_faults})
+                                         : make_backend(s.backend);
+  // --ranks: the same backend as the ranks of an in-process ring (docs/ring.md).
+  if (s.ranks > 0) backend = ring::make_ring_backend(std::move(backend), s.ranks);
   FuzzResult result;
   const auto judge = [&](verify::VerifyCase& c) -> verify::CaseOutcome {
     c.allow_tf32 = s.precision.allow_tf32;
     c.lse_dtype = s.precision.lse_dtype;
+    c.ranks = s.ranks;  // so the reproduce command runs the ring again
     const Support support = backend->supports(c.problem);
     if (!support.ok) return {verify::CaseOutcome::Kind::unsupported, support.reason};
     verify::VerifyReport report = verify::verify_backends(c, {backend.get()});

@@ -24,6 +24,8 @@ struct FuzzSettings {
   // Testing the fuzzer: bugs planted in the cpu backend for every case (a bit set of
   // cpu::Fault, flashref/cpu/faults.hpp); the backend must then be "cpu".
   std::uint32_t planted_faults = 0;
+  // R >= 1: the backend runs as R ranks of the in-process ring (--ranks); 0: alone.
+  int ranks = 0;
   // Polled between cases: true ends the run early (SIGINT), keeping any failure found so far.
   std::function<bool()> interrupted;
 };

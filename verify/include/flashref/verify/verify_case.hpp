@@ -24,7 +24,18 @@ struct VerifyCase {
   bool backward = true;  // also judge dQ, dK, dV
   bool allow_tf32 = false;
   DType lse_dtype = DType::f32;  // the dtype L is judged as stored in (precision.hpp)
+  // R >= 1: each backend runs as R ranks of ring attention over the in-process transport
+  // (flashref/ring/ring_backend.hpp), judged like the backend itself; 0: the backend alone.
+  int ranks = 0;
 };
+
+// The most ranks the in-process ring runs (each rank is a thread).
+inline constexpr int kMaxRanks = 64;
+
+// The ring's name for a backend run as c.ranks ranks ("ring4(cpu)"), and the inverse: the
+// backend's own name from a report's ("cpu" from "ring4(cpu)"; other names unchanged).
+std::string ring_name(int ranks, const std::string& backend);
+std::string inner_backend_name(const std::string& reported);
 
 // The no-argument `flashref verify` problem: B=2, H=4, H_kv=2, S=300, d=64, causal, bf16,
 // forward and backward, seed 0.
