@@ -66,6 +66,44 @@ TEST(TinyProblemFindings, Tf32KernelOnOneKeyIsNamedTf32Matmul) {
     }
 }
 
+// Under --allow-tf32 a kernel that truncates its operands passes: it is judged against TF32
+// attention with truncated operands when it fails against rounded ones (docs/verification.md).
+// On one key its O is off by up to a whole TF32 step, twice the rounded baseline's.
+TEST(TinyProblemFindings, Tf32KernelPassesUnderAllowTf32EitherConversion) {
+  for (bool truncates : {false, true})
+    for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+      const ProblemData data = make_problem_data(one_query_one_key(), {seed, false, Layout::bshd});
+      const CheckResult r = check_candidate(data, corpus::run_kernel(data, tf32_kernel(truncates)),
+                                            64, 64, {.allow_tf32 = true});
+      EXPECT_TRUE(r.passed()) << (truncates ? "truncating, seed " : "rounding, seed ") << seed
+                              << "\n"
+                              << report(r);
+      EXPECT_TRUE(r.diagnosis.findings.empty()) << report(r);
+    }
+}
+
+// The same on a problem of many keys, where P is rounded too; and a real mistake in a
+// truncating kernel still fails under --allow-tf32.
+TEST(TinyProblemFindings, TruncatingTf32KernelOnManyKeys) {
+  const ProblemData data = make_problem_data(
+      make_problem(1, 2, 1, 100, 100, 16, Mask::causal_top_left, DType::f32), {7, false, Layout::bshd});
+  const TensorSet candidate = corpus::run_kernel(data, tf32_kernel(true));
+  const CheckResult exact = check_candidate(data, candidate, 64, 64, {});
+  EXPECT_FALSE(exact.passed());
+  EXPECT_EQ(codes(exact.diagnosis.findings), std::set<std::string>{"tf32_matmul"}) << report(exact);
+  const CheckResult allowed = check_candidate(data, candidate, 64, 64, {.allow_tf32 = true});
+  EXPECT_TRUE(allowed.passed()) << report(allowed);
+
+  // Padded keys show where every key is visible: no mask.
+  const ProblemData unmasked = make_problem_data(
+      make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32), {7, false, Layout::bshd});
+  Kernel padded = tf32_kernel(true);
+  padded.pad_keys_unmasked = true;
+  const CheckResult bug = check_candidate(unmasked, corpus::run_kernel(unmasked, padded), 64, 64,
+                                          {.allow_tf32 = true});
+  EXPECT_FALSE(bug.passed()) << report(bug);
+}
+
 // The same candidate through the diagnosis alone (as if tf32_matmul had not been tried): O
 // fails, so a constant added to the scores (which leaves O exactly right) is no explanation,
 // and one row is no evidence of an offset shared by every row.
