@@ -257,14 +257,13 @@ bool tf32_fits(const Inputs& in, const Precision& precision, const std::vector<T
       truncated ? "truncated to TF32 (their low 13 bits dropped, as tensor cores do with float32 "
                   "operands fed as is: Triton's default)"
                 : "rounded to TF32";
-  finding.explanation = "the products' inputs were " + how +
-                        ": the candidate agrees with TF32 attention to " + fixed_text(worst_ratio) +
-                        "x the TF32 baseline's error (" + worst +
-                        "); TF32 rounding explains at least " +
-                        percent_text(1.0 - worst_share * worst_share) +
-                        " of each tensor's squared error, and it passes under --allow-tf32; rerun with "
-                        "--allow-tf32 if TF32 was intended, else set the dot's input precision to "
-                        "IEEE (Triton: tl.dot(..., input_precision=\"ieee\"))";
+  finding.explanation =
+      "the products' inputs were " + how + ": the candidate agrees with TF32 attention to " +
+      fixed_text(worst_ratio) + "x the TF32 baseline's error (" + worst +
+      "); TF32 rounding explains at least " + percent_text(1.0 - worst_share * worst_share) +
+      " of each tensor's squared error, and it passes under --allow-tf32; rerun with "
+      "--allow-tf32 if TF32 was intended, else set the dot's input precision to IEEE (Triton: "
+      "tl.dot(..., input_precision=\"ieee\"))";
   return true;
 }
 

@@ -85,8 +85,8 @@ TEST(TinyProblemFindings, Tf32KernelPassesUnderAllowTf32EitherConversion) {
 // The same on a problem of many keys, where P is rounded too; and a real mistake in a
 // truncating kernel still fails under --allow-tf32.
 TEST(TinyProblemFindings, TruncatingTf32KernelOnManyKeys) {
-  const ProblemData data = make_problem_data(
-      make_problem(1, 2, 1, 100, 100, 16, Mask::causal_top_left, DType::f32), {7, false, Layout::bshd});
+  const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::causal_top_left, DType::f32);
+  const ProblemData data = make_problem_data(p, {7, false, Layout::bshd});
   const TensorSet candidate = corpus::run_kernel(data, tf32_kernel(true));
   const CheckResult exact = check_candidate(data, candidate, 64, 64, {});
   EXPECT_FALSE(exact.passed());

@@ -275,7 +275,8 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
   std::vector<TensorId> explained;
   for (const Judged& c : candidate_tensors) {
     if (!c.failed) continue;
-    const std::optional<Fit> fit = best_fit(ctx, hypotheses, c, candidate_tensors, precision.lse_dtype);
+    const std::optional<Fit> fit =
+        best_fit(ctx, hypotheses, c, candidate_tensors, precision.lse_dtype);
     if (!fit) continue;
     explained.push_back(c.id);
     const Hypothesis& h = hypotheses[fit->hypothesis];
