@@ -78,6 +78,8 @@ def flash_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: str = "none
                         # A tile crossing the diagonal is treated as fully visible.
                         if seen.any() and not seen.all():
                             seen = np.ones_like(seen)
+                    if "softmax_epsilon" in mistakes:
+                        S = S + F32(1e-3)  # an epsilon "for stability" on every score
                     S = np.where(seen, S, -np.inf).astype(F32)
                     m_new = np.maximum(m, S.max(axis=1))
                     with np.errstate(invalid="ignore"):

@@ -91,6 +91,7 @@ FORWARD_PLANTS = [
     ("lse_base2", {}, {}, {}),
     ("lse_unshifted", {}, {}, {}),
     ("unnormalized", {}, {}, {}),
+    ("softmax_epsilon", {}, {}, {}),
     ("diagonal_tiles", {"mask": "causal"}, {"tile_q": 32, "tile_k": 32}, {}),
     ("nan_masked_rows", {"mask": "causal-bottom-right", "S_q": 130}, {}, {}),
     ("masked_rows_not_zero", {"mask": "causal-bottom-right", "S_q": 130}, {}, {}),

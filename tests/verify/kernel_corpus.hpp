@@ -25,6 +25,9 @@ enum class MaskedRows : std::uint8_t {
 struct Kernel {
   std::int64_t tile_k = 32;        // B_k of the key loop
   bool tf32 = false;               // tl.dot on float32 without input_precision="ieee"
+  // With tf32: the dots' operands lose their low 13 mantissa bits (rounded toward zero), as
+  // tensor cores fed float32 as is do (Triton's default); else rounded to nearest.
+  bool tf32_truncates = false;
   DType lse_dtype = DType::f32;    // L stored in this dtype
   bool pad_keys_unmasked = false;  // last key tile loaded with zeros and never masked
   MaskedRows masked_rows = MaskedRows::zero;
@@ -45,7 +48,10 @@ inline float junk(std::uint64_t n) {
 // O and L of `data` (canonical layout) as the kernel computes them.
 inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kernel& k) {
   const Problem& p = data.problem;
-  const auto op = [&](float x) { return k.tf32 ? reference::round_to_tf32(x) : x; };
+  const auto op = [&](float x) {
+    if (!k.tf32) return x;
+    return k.tf32_truncates ? reference::truncate_to_tf32(x) : reference::round_to_tf32(x);
+  };
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   xt::xarray<double> O = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q), n(p.d)});
   xt::xarray<double> L = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q)});

@@ -183,23 +183,41 @@ struct Fit {
   double to_gold = 0.0;        // ... and to the correct answer
 };
 
-// The hypothesis that explains tensor `id` best, if any does. Among those fitting about
-// equally well (within 1.5x of the best) the first in kDiagnosisCodes order wins: the
-// simpler explanation of the same numbers.
-std::optional<Fit> best_fit(const Context& ctx, const std::vector<Hypothesis>& hypotheses,
-                            const Judged& c, DType lse_dtype) {
+// How far the candidate's tensor `c` is from hypothesis h's variant of it, when h explains it:
+// the variant moves the tensor (more than the tolerance from the gold), and the candidate sits
+// within the tolerance of it and kFarBetter times closer to it than to the gold.
+std::optional<double> fit_distance(const Context& ctx, const Hypothesis& h, const Judged& c,
+                                   DType lse_dtype) {
+  if (!h.variant.has(c.id)) return std::nullopt;
   const xt::xarray<double>& cand = ctx.candidate.at(c.id);
   const xt::xarray<double>& gold = ctx.gold.at(c.id);
-  const double to_gold = relative_distance(cand, gold);
   const double tol = tolerance(c.id, ctx.problem, c.baseline_rel_l2, lse_dtype);
+  const xt::xarray<double>& variant = h.variant.at(c.id);
+  // A mistake that does not change this tensor cannot explain its error.
+  if (relative_distance(variant, gold) <= tol) return std::nullopt;
+  const double d = relative_distance(cand, variant);
+  if (d <= tol && d * kFarBetter <= relative_distance(cand, gold)) return d;
+  return std::nullopt;
+}
+
+// The hypothesis that explains tensor `c` best, if any does. Among those fitting about
+// equally well (within 1.5x of the best) the first in kDiagnosisCodes order wins: the
+// simpler explanation of the same numbers. An all_or_nothing hypothesis must also fit every
+// other failed tensor of its variant.
+std::optional<Fit> best_fit(const Context& ctx, const std::vector<Hypothesis>& hypotheses,
+                            const Judged& c, const std::vector<Judged>& judged, DType lse_dtype) {
+  const double to_gold = relative_distance(ctx.candidate.at(c.id), ctx.gold.at(c.id));
   std::vector<Fit> fits;
   for (std::size_t n = 0; n < hypotheses.size(); ++n) {
-    if (!hypotheses[n].variant.has(c.id)) continue;
-    const xt::xarray<double>& variant = hypotheses[n].variant.at(c.id);
-    // A mistake that does not change this tensor cannot explain its error.
-    if (relative_distance(variant, gold) <= tol) continue;
-    const double d = relative_distance(cand, variant);
-    if (d <= tol && d * kFarBetter <= to_gold) fits.push_back({n, d, to_gold});
+    const std::optional<double> d = fit_distance(ctx, hypotheses[n], c, lse_dtype);
+    if (!d) continue;
+    const bool fits_the_rest =
+        !hypotheses[n].all_or_nothing ||
+        std::all_of(judged.begin(), judged.end(), [&](const Judged& other) {
+          return !other.failed || other.id == c.id || !hypotheses[n].variant.has(other.id) ||
+                 fit_distance(ctx, hypotheses[n], other, lse_dtype).has_value();
+        });
+    if (fits_the_rest) fits.push_back({n, *d, to_gold});
   }
   if (fits.empty()) return std::nullopt;
   double best = fits.front().to_hypothesis;
@@ -257,7 +275,8 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
   std::vector<TensorId> explained;
   for (const Judged& c : candidate_tensors) {
     if (!c.failed) continue;
-    const std::optional<Fit> fit = best_fit(ctx, hypotheses, c, precision.lse_dtype);
+    const std::optional<Fit> fit =
+        best_fit(ctx, hypotheses, c, candidate_tensors, precision.lse_dtype);
     if (!fit) continue;
     explained.push_back(c.id);
     const Hypothesis& h = hypotheses[fit->hypothesis];

@@ -39,6 +39,9 @@ struct Hypothesis {
   std::string explanation;
   nlohmann::json detail = nlohmann::json::object();
   TensorSet variant;  // only the tensors the mistake changes
+  // Explains nothing unless it fits every failed tensor of `variant`: for a mistake that moves
+  // each of them, a fit on one next to a miss on another is a coincidence.
+  bool all_or_nothing = false;
 };
 
 // The gold recomputed for a changed problem (scale, mask): O and L when the forward is checked,

@@ -21,4 +21,13 @@ inline float round_to_tf32(float x) {
   return detail::bits_float(u);
 }
 
+// Drops the low 13 mantissa bits (rounds toward zero): what a tensor core does with a float32
+// operand that was not converted first (PTX mma's .tf32 operands ignore those bits), so what a
+// Triton tl.dot in TF32 does by default.
+inline float truncate_to_tf32(float x) {
+  std::uint32_t u = detail::float_bits(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) return x;
+  return detail::bits_float(u & 0xffffe000u);
+}
+
 }  // namespace flashref::reference
