@@ -225,8 +225,8 @@ bool tf32_fits(const Inputs& in, const Precision& precision, const std::vector<T
   bool truncated = false;
   if (!fits(*j)) {
     const ProblemData data = with_inputs_truncated_to_tf32(in.data);
-    const Inputs with_truncated{data,         in.candidate, in.gold,   in.noise,
-                                in.noise_tf32, in.tile_q,    in.tile_k, in.backward};
+    const Inputs with_truncated{data,          in.candidate, in.gold,  in.noise,   in.noise_tf32,
+                                in.sums,       in.tile_q,    in.tile_k, in.backward};
     j = judge_in(with_truncated, tf32);
     if (!fits(*j)) return false;
     truncated = true;
@@ -301,8 +301,8 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
     // TF32 has two conversions in practice (see truncated_to_tf32): a candidate that fails
     // against operands rounded to nearest is judged against truncated ones, by the same rule.
     const ProblemData truncated = with_inputs_truncated_to_tf32(data);
-    const Inputs with_truncated{truncated,     candidate, gold,   noise,
-                                in.noise_tf32, tile_q,    tile_k, backward};
+    const Inputs with_truncated{truncated,     candidate, gold,   noise, in.noise_tf32,
+                                sums,          tile_q,    tile_k, backward};
     Judgement t = judge_in(with_truncated, precision);
     if (t.passed()) j = std::move(t);
   }
