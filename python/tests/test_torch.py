@@ -31,9 +31,15 @@ def naive(q, k, v, is_causal=False, mask=None, scale=None):
         shift = 0 if mask == "causal" else S_k - S_q
         keep = torch.arange(S_k)[None, :] <= torch.arange(S_q)[:, None] + shift
         s = s.masked_fill(~keep.to(s.device), float("-inf"))
-    lse = torch.logsumexp(s, -1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    o = (p @ v.to(acc)).to(v.dtype)
+    # Softmax as FlashAttention computes it: P~ = exp(S - m) with the row max m, O = P~ V / l,
+    # L = m + log l. (exp(S - logsumexp(S)) loses |L| x eps in every exponent: with scores in the
+    # hundreds that is more than a kernel's error, and the rule rightly fails it.)
+    m = s.amax(-1, keepdim=True).detach()
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # a row that sees no key
+    p = torch.exp(s - m)
+    l = p.sum(-1, keepdim=True)
+    o = ((p @ v.to(acc)) / torch.where(l > 0, l, torch.ones_like(l))).to(v.dtype)
+    lse = (m + torch.log(l)).squeeze(-1)
     return (o[:, 0], lse[:, 0]) if course else (o, lse)
 
 
