@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """How much of the rule's cancellation floor correct backends use (docs/verification.md,
 "The cancellation floor"): runs `flashref verify --json` on the shape that stresses it most
-(d = 1, one element per row; causal bottom-right so rows of every length occur; float32) over
-many seeds and reports, per tensor:
+(d = 1, one element per row; causal bottom-right so rows of every length occur; float32 by
+default, or the 16-bit dtypes, whose P~ rounding the noise part covers) over many seeds and
+reports, per tensor:
 
   without  cases that fail with the term left out (err > k * baseline + rounding + noise)
   used     max over cases of (err - (k * baseline + rounding + noise)) / cancellation term:
@@ -10,6 +11,7 @@ many seeds and reports, per tensor:
   ratio    max err / limit with the term
 
   bench/cancellation_margins.py [--bin build/flashref] [--cases 500] [--first-seed 1]
+                                [--dtype f32] [--tile 0,15] [--mask causal-bottom-right]
 """
 import argparse
 import json
@@ -24,6 +26,9 @@ def main():
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--backends", default="cpu")
     ap.add_argument("--shapes", default="1,1,1,37,1;1,1,40,40,1;1,2,33,29,1;1,1,64,64,2")
+    ap.add_argument("--dtype", default="f32")
+    ap.add_argument("--tile", default="0,15")
+    ap.add_argument("--mask", default="causal-bottom-right")
     args = ap.parse_args()
     shapes = args.shapes.split(";")
     stats = {}
@@ -32,7 +37,7 @@ def main():
         seed = args.first_seed + n
         shape = shapes[n % len(shapes)]
         cmd = [args.bin, "verify", "--backends", args.backends, "--shape", shape,
-               "--mask", "causal-bottom-right", "--dtype", "f32", "--tile", "0,15",
+               "--mask", args.mask, "--dtype", args.dtype, "--tile", args.tile,
                "--seed", str(seed), "--layout", "bhsd", "--json"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode not in (0, 1):

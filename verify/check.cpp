@@ -285,12 +285,16 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
   require_canonical_shapes(candidate, p, "candidate");
 
   const TensorSet gold = compute_gold(data, backward);
-  const ScoreNoise noise = score_rounding_noise(data, backward);
+  // With the 16-bit dtypes' rounding of P~ and dS as the products' operands.
+  const ScoreNoise noise =
+      score_rounding_noise(data, backward, product_operand_rounding(p.dtype, false));
   // TF32's extra noise term (float32 inputs only): when TF32 is asked for, or tried below.
   std::optional<ScoreNoise> noise_tf32;
   const auto tf32_noise = [&]() -> const ScoreNoise* {
     if (p.dtype != DType::f32) return nullptr;
-    if (!noise_tf32) noise_tf32 = score_rounding_noise(data, backward, true);
+    if (!noise_tf32) {
+      noise_tf32 = score_rounding_noise(data, backward, product_operand_rounding(p.dtype, true));
+    }
     return &*noise_tf32;
   };
   const SumMagnitudes sums = sum_magnitudes(data, backward);

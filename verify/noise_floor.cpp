@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "flashref/detail/parallel_errors.hpp"
 #include "flashref/error.hpp"
 
 namespace flashref::verify {
@@ -51,12 +53,13 @@ struct RowScores {
 // A score error delta_j moves L by sum_j P_j delta_j and P_j by P_j (delta_j - dL), so
 // dO_c = sum_j P_j delta_j (V_jc - O_c).
 //
-// `operand_u` > 0 (TF32 products: 2^-11) adds the rounding of P~ as the P~V product's operand:
-// each kernel rounds it in its own way (before or after the division by l), so P_j moves by
-// an independent P_j theta_j, theta_j uniform in [-u, u] (standard deviation u / sqrt(3)), and
-// O by sum_j P_j theta_j V_jc. A row that sees one key has P_0 = 1, exact in every kernel.
+// `operand` (16-bit inputs, or TF32 products) adds the rounding of P~ as the P~V product's
+// operand: each kernel rounds it in its own way (before or after the division by l), so P_j
+// moves by an independent error of at most half a step, max(u P_j, h) (h: below the dtype's
+// normal range), modelled as uniform (standard deviation half a step / sqrt(3)), and O by
+// sum_j P_j theta_j V_jc. A row that sees one key has P_0 = 1, exact in every kernel.
 void forward_row(const RowScores& r, const double* V, std::int64_t last, std::int64_t d, double* O,
-                 double* var_O, double* var_L, double operand_u) {
+                 double* var_O, double* var_L, const OperandRounding& operand) {
   std::fill(O, O + d, 0.0);
   std::fill(var_O, var_O + d, 0.0);
   double vL = 0.0;
@@ -67,24 +70,24 @@ void forward_row(const RowScores& r, const double* V, std::int64_t last, std::in
   }
   for (std::int64_t j = 0; j <= last; ++j) {
     const double w = r.P[size(j)] * r.eps[size(j)];
+    const double operand_sd = last > 0 ? operand.half_step(r.P[size(j)]) / std::sqrt(3.0) : 0.0;
     for (std::int64_t c = 0; c < d; ++c) {
       const double t = w * (V[j * d + c] - O[c]);
-      const double operand =
-          last > 0 ? operand_u / std::sqrt(3.0) * r.P[size(j)] * V[j * d + c] : 0.0;
-      var_O[c] += t * t + operand * operand;
+      const double rounding = operand_sd * V[j * d + c];
+      var_O[c] += t * t + rounding * rounding;
     }
   }
   *var_L = vL;
 }
 
-// TF32 products only: the variance that dS_ij's rounding as the operand of dQ = dS K and
-// dK = dS^T Q adds to dS_ij, before the scale. Kernels round different numbers: the course's
-// Algorithm 2 (and many Triton backwards) rounds dS * scale, the baseline rounds dS and scales
-// the finished product, so unless the scale is a power of 2 the two roundings are independent:
-// a relative theta_ij uniform in [-u, u], standard deviation u / sqrt(3)
-// (docs/verification.md, "The gradients under TF32").
-double tf32_ds_operand_variance(double dS, double operand_u) {
-  const double sd = operand_u / std::sqrt(3.0) * dS;
+// The variance that dS_ij's rounding as the operand of dQ = dS K and dK = dS^T Q adds to dS_ij,
+// before the scale. Kernels round different numbers: the course's Algorithm 2 (and many Triton
+// backwards) rounds dS * scale, the baseline, the cpu and FlashAttention-2 round dS and scale the
+// finished product, so unless the scale is a power of 2 the two roundings are independent: an
+// error uniform within half a step, standard deviation half_step(|dS|) / sqrt(3)
+// (docs/verification.md, "The gradients under TF32" and "The P~ operand under cancellation").
+double ds_operand_variance(double dS, const OperandRounding& operand) {
+  const double sd = operand.half_step(std::fabs(dS)) / std::sqrt(3.0);
   return sd * sd;
 }
 
@@ -94,7 +97,7 @@ double tf32_ds_operand_variance(double dS, double operand_u) {
 void backward_row(const RowScores& r, const double* O, const double* dO, const double* Q,
                   const double* K, const double* V, std::int64_t last, std::int64_t d, double scale,
                   std::vector<double>& w2, double* var_dQ, double* var_dK, double* var_dV,
-                  double operand_u) {
+                  const OperandRounding& operand) {
   // D summed in the same order as dP below, so a row that sees one key (O = V_0) gets
   // dP_0 - D = 0 exactly, as in exact arithmetic.
   double D = 0.0, D_terms = 0.0;
@@ -119,7 +122,7 @@ void backward_row(const RowScores& r, const double* O, const double* dO, const d
     // dS_ij's variance: the score's rounding scales it by (1 + delta_ij); dP - D's adds
     // P_ij * eta_ij.
     w2[size(j)] = (dS * r.eps[size(j)]) * (dS * r.eps[size(j)]) + (P * eta) * (P * eta);
-    w2[size(j)] += tf32_ds_operand_variance(dS, operand_u);
+    w2[size(j)] += ds_operand_variance(dS, operand);
   }
   const double scale2 = scale * scale;
   for (std::int64_t j = 0; j <= last; ++j) {
@@ -147,7 +150,22 @@ double sqrt_in_place_and_max(double* v, std::size_t n) {
 
 }  // namespace
 
-ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool allow_tf32) {
+OperandRounding product_operand_rounding(DType dtype, bool allow_tf32) {
+  // A format with p significant bits (explicit + 1) rounds to nearest with a relative error of
+  // at most u = 2^-p in its normal range, and an absolute one of at most half its smallest
+  // step, 2^(e_min - p), below it (e_min: the smallest normal exponent).
+  switch (dtype) {
+    case DType::bf16: return {0x1p-8, 0x1p-134};   // 8 bits, e_min = -126 (float32's range)
+    case DType::f16: return {0x1p-11, 0x1p-25};    // 11 bits, e_min = -14: P~ < 6.1e-5 is subnormal
+    case DType::f32:
+      if (allow_tf32) return {kTf32UnitRoundoff, 0x1p-137};  // 11 bits, float32's range
+      return {};  // float32 P~ is exact as the operand: the product rounds nothing more
+  }
+  return {};
+}
+
+ScoreNoise score_rounding_noise(const ProblemData& data, bool backward,
+                                const OperandRounding& operand) {
   const Problem& p = data.problem;
   if (backward && data.dO.empty()) {
     throw InvalidArgument("dO", "the gradients' noise needs dO, the gradient of the output");
@@ -168,17 +186,21 @@ ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool all
     n.dV = xt::zeros<double>(kv_shape);
   }
   const std::int64_t d = p.d;
-  // TF32 products (float32 inputs only): P~ is rounded to 10 mantissa bits before P~V.
-  const double operand_u = allow_tf32 && p.dtype == DType::f32 ? kTf32UnitRoundoff : 0.0;
 
+  detail::ParallelErrors errors;  // none may cross the region (parallel_errors.hpp)
   // One task per (batch, kv head): it owns that head's dK and dV variances and adds its group's
   // query heads into them, without atomics.
 #pragma omp parallel
   {
-    RowScores row(p.S_k);
-    std::vector<double> O(size(d)), w2(size(p.S_k));
+    std::optional<RowScores> row;
+    std::vector<double> O, w2;
+    errors.run([&] {
+      row.emplace(p.S_k);
+      O.resize(size(d));
+      w2.resize(size(p.S_k));
+    });
 #pragma omp for schedule(dynamic)
-    for (std::int64_t t = 0; t < p.B * p.H_kv; ++t) {
+    for (std::int64_t t = 0; t < p.B * p.H_kv; ++t) errors.run([&] {
       const std::int64_t b = t / p.H_kv, h_kv = t % p.H_kv;
       const std::size_t bs = size(b), kvs = size(h_kv);
       const double* K_j = &K(bs, kvs, 0, 0);
@@ -189,18 +211,19 @@ ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool all
           if (last < 0) continue;
           const std::size_t hs = size(h), is = size(i);
           const double* Q_i = &Q(bs, hs, is, 0);
-          row.compute(Q_i, K_j, last, d, p.scale);
-          forward_row(row, V_j, last, d, O.data(), &n.O(bs, hs, is, 0), &n.L(bs, hs, is),
-                      operand_u);
+          row->compute(Q_i, K_j, last, d, p.scale);
+          forward_row(*row, V_j, last, d, O.data(), &n.O(bs, hs, is, 0), &n.L(bs, hs, is),
+                      operand);
           if (backward) {
-            backward_row(row, O.data(), &dO(bs, hs, is, 0), Q_i, K_j, V_j, last, d, p.scale, w2,
+            backward_row(*row, O.data(), &dO(bs, hs, is, 0), Q_i, K_j, V_j, last, d, p.scale, w2,
                          &n.dQ(bs, hs, is, 0), &n.dK(bs, kvs, 0, 0), &n.dV(bs, kvs, 0, 0),
-                         operand_u);
+                         operand);
           }
         }
       }
-    }
+    });
   }
+  errors.rethrow();
 
   auto finish = [&](TensorId id, double* v, std::size_t count) {
     n.max_by_tensor[static_cast<std::size_t>(id)] = sqrt_in_place_and_max(v, count);

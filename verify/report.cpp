@@ -262,7 +262,8 @@ nlohmann::json to_json(const VerifyReport& report) {
             {"k", rule_k_json()},
             {"floor",
              "2 * rounding_step(output dtype, max|gold|) + 3 * max sigma of the float32 "
-             "rounding noise of the scores (and of dP - D for dQ, dK) + 2^-23 * max over elements "
+             "rounding noise of the scores (and of dP - D for dQ, dK) and of the 16-bit or TF32 "
+             "operands P~ (O) and dS (dQ, dK) + 2^-23 * max over elements "
              "of the magnitude of the terms each output sums (the cancellation part); L's output "
              "dtype is f32"},
             {"noise_sigmas", kNoiseSigmas},

@@ -11,7 +11,8 @@ std::string rule_text() {
          "baseline = the reference backend in the candidate's precision, its backward run from "
          "the candidate's O and L when both pass; k = 2 for O, L and 3 for dQ, dK, dV; "
          "floor = 2 * rounding step of the output dtype at max|gold| (L: f32) + 3 * max sigma "
-         "of the float32 rounding noise of the scores (and of dP - D for dQ, dK) + 2^-23 * max "
+         "of the float32 rounding noise of the scores (and of dP - D for dQ, dK) and of the "
+         "16-bit or TF32 operands P~ (O) and dS (dQ, dK) + 2^-23 * max "
          "over elements of the sum of the magnitudes of the terms each output adds up; any NaN/inf "
          "the gold lacks, or a gold -inf not matched, fails";
 }

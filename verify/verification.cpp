@@ -156,7 +156,8 @@ VerifyReport verify_backends(const VerifyCase& c, const std::vector<const Backen
 
   const ProblemData data = make_problem_data(c.problem, input_options(c));
   const TensorSet gold = compute_gold(data, c.backward);
-  const ScoreNoise noise = score_rounding_noise(data, c.backward, c.allow_tf32);
+  const ScoreNoise noise = score_rounding_noise(
+      data, c.backward, product_operand_rounding(c.problem.dtype, c.allow_tf32));
   const SumMagnitudes sums = sum_magnitudes(data, c.backward);
   report.input_notes = input_notes(data, sums.max_abs_score);
   RunOptions run;

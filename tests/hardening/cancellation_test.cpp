@@ -1,7 +1,9 @@
 // The rule under cancellation (docs/verification.md, "The cancellation floor"): the floor's
 // term from the magnitude of the terms each output sums, checked against sums computed here
 // from their definitions, and the case the long fuzz found, which the rule failed before the
-// term (a correct kernel, O = -0.088 summed from V values near 1 that cancel).
+// term (a correct kernel, O = -0.088 summed from V values near 1 that cancel). Then the three
+// bf16 cases the long fuzz found next, which fail without the noise part's P~ operand term
+// ("The P~ operand under cancellation").
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "flashref/verify/noise_floor.hpp"
 #include "flashref/verify/problem_data.hpp"
 #include "flashref/verify/sum_magnitude.hpp"
 #include "flashref/verify/verification.hpp"
@@ -105,6 +108,49 @@ TEST(CancellationFloor, TheCaseTheLongFuzzFoundNowPasses) {
         << "the case no longer exercises the cancellation term";
     EXPECT_LE(r.candidate_err, r.limit);
     EXPECT_GT(r.floor_cancellation, 0.0);
+  }
+}
+
+struct FuzzCase {
+  std::int64_t S_k;
+  Mask mask;
+  std::uint64_t seed;
+  Layout layout;
+};
+
+TEST(OperandRoundingUnderCancellation, TheBf16CasesTheLongFuzzFoundPass) {
+  // bench/results/2026-12-01-fuzz-long/cpu-failures.jsonl: S_q = 1, d = 1, bf16, tiles 1 x 1;
+  // O is a sum of V values near 1 that cancel (|O| / sum_j P_j |V_j| = 1/45, 1/34, 1/196), and
+  // the cpu's and the baseline's roundings of P~ to bf16 (before and after the division by l)
+  // leave O errors of 3.6e-4, 5.1e-4, 6.0e-4 against the baseline's 6.3e-6, 1.0e-4, 2.4e-5.
+  const FuzzCase cases[] = {{37, Mask::causal_bottom_right, 121248, Layout::bshd},
+                            {58, Mask::causal_bottom_right, 79555, Layout::bshd},
+                            {9, Mask::none, 31252, Layout::bhsd}};
+  for (const FuzzCase& f : cases) {
+    VerifyCase c;
+    c.problem = make_problem(1, 1, 1, 1, f.S_k, 1, f.mask, DType::bf16);
+    c.tile_q = 1;
+    c.tile_k = 1;
+    c.seed = f.seed;
+    c.layout = f.layout;
+    const std::string where = "seed " + std::to_string(f.seed);
+    const VerifyReport report = run_verification(c, {"cpu"});
+    ASSERT_EQ(report.backends.size(), 1u) << where;
+    const BackendReport& b = report.backends[0];
+    EXPECT_TRUE(b.passed()) << where << ": " << (b.tensors.empty() ? b.error : b.tensors[0].rule.reason);
+    // Without the operand term (the scores' noise alone) the O check fails: the term is what
+    // lets the correct kernel pass, not a wider tolerance elsewhere.
+    const ProblemData data = make_problem_data(c.problem, input_options(c));
+    const ScoreNoise scores_only = score_rounding_noise(data, false);
+    for (const TensorReport& t : b.tensors) {
+      if (t.tensor != TensorId::O) continue;
+      const RuleCheck& r = t.rule;
+      const double without = r.k * r.baseline_err + r.floor_rounding +
+                             kNoiseSigmas * scores_only.max_sigma(TensorId::O) +
+                             r.floor_cancellation;
+      EXPECT_GT(r.candidate_err, without) << where << ": no longer exercises the operand term";
+      EXPECT_LE(r.candidate_err, r.limit) << where;
+    }
   }
 }
 

@@ -22,6 +22,8 @@
 #include "flashref/detail/parallel_errors.hpp"
 #include "flashref/reference/backend.hpp"
 #include "flashref/reference/gold.hpp"
+#include "flashref/verify/noise_floor.hpp"
+#include "flashref/verify/problem_data.hpp"
 
 namespace {
 
@@ -115,6 +117,31 @@ void expect_bad_alloc_in_child(Call call) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// The same with a `prepare` step run before the limit (its result is passed to `call`), and
+// the given headroom.
+template <class Prepare, class Call>
+void expect_bad_alloc_in_child_after(Prepare prepare, std::int64_t headroom, Call call) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "an address-space limit cannot be set under AddressSanitizer (its shadow "
+                  "memory is terabytes of address space)";
+#endif
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        const auto prepared = prepare();
+        limit_address_space(headroom);
+        try {
+          call(prepared);
+        } catch (const std::bad_alloc&) {
+          std::_Exit(0);
+        } catch (...) {
+          std::_Exit(3);
+        }
+        std::_Exit(4);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // 1 x 2 x 6000 x 6000 x 1: tiny inputs, but one 6000 x 6000 double matrix is 275 MiB, and the
 // gold wants two (four for the backward) per thread.
 struct BigScores {
@@ -181,6 +208,20 @@ TEST(ParallelErrorsDeathTest, BaselineOutOfMemoryThrowsBadAllocInsteadOfAborting
     // float S and P: 2 x 137 MiB per thread, 2 threads.
     reference::make_backend()->forward(big.forward());
   });
+}
+
+TEST(ParallelErrorsDeathTest, NoiseFloorOutOfMemoryThrowsBadAllocInsteadOfAborting) {
+  // The rule's noise floor (verify/noise_floor.cpp): each thread's row scratch holds 4 doubles
+  // per key, 256 MiB for 8M keys, above the 200 MiB left to the child once the inputs are
+  // made; the inputs' double copies (128 MiB), made before the region, still fit. So the
+  // allocation that fails is inside the region (without ParallelErrors it aborted).
+  expect_bad_alloc_in_child_after(
+      [] {
+        return verify::make_problem_data(
+            make_problem(1, 1, 1, 1, std::int64_t{8} << 20, 1, Mask::none, DType::f32), {});
+      },
+      std::int64_t{200} << 20,
+      [](const verify::ProblemData& data) { (void)verify::score_rounding_noise(data, false); });
 }
 
 }  // namespace

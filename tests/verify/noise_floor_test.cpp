@@ -332,25 +332,26 @@ TEST(ScoreNoise, GqaKeyGradientsAddTheVariancesOfTheGroupsQueryHeads) {
   }
 }
 
-// The TF32 operand terms (allow_tf32, float32 inputs): what they add to the variances, against
-// a Monte Carlo that moves only those operands. In the forward each P~_ij that enters the
-// P~V product by a relative theta_ij, uniform in [-u, u] (l is summed from the unrounded P~, so
-// O is not renormalized); in the backward each dS_ij that enters dQ = scale dS K and
-// dK = scale dS^T Q by its own theta'_ij. A row that sees one key has P = 1, exact in every
-// kernel; L and dV get nothing.
-TEST(ScoreNoise, Tf32OperandTermsMatchMonteCarlo) {
+// The operand terms (TF32 products of float32 inputs; bf16 and f16 inputs): what they add to
+// the variances, against a Monte Carlo that moves only those operands. In the forward each
+// P~_ij that enters the P~V product by a relative theta_ij, uniform in [-u, u] (l is summed
+// from the unrounded P~, so O is not renormalized); in the backward each dS_ij that enters
+// dQ = scale dS K and dK = scale dS^T Q by its own theta'_ij. A row that sees one key has
+// P = 1, exact in every kernel; L and dV get nothing.
+void check_operand_terms_against_monte_carlo(DType dtype, bool allow_tf32) {
   // Bottom-right causal with S_q = S_k + 1: row 0 sees no key, row 1 one key; GQA; d = 7 makes
   // the scale 1/sqrt(7), not a power of 2.
-  const Problem p = make_problem(1, 2, 1, 6, 5, 7, Mask::causal_bottom_right);
+  const Problem p = make_problem(1, 2, 1, 6, 5, 7, Mask::causal_bottom_right, dtype);
   InputOptions in;
   in.seed = 5;
   const ProblemData data = make_problem_data(p, in);
-  const ScoreNoise f32 = score_rounding_noise(data, true, false);
-  const ScoreNoise tf32 = score_rounding_noise(data, true, true);
-  EXPECT_EQ(f32.L, tf32.L);
-  EXPECT_EQ(f32.dV, tf32.dV);
-  const auto added = [](const X4& with, const X4& without) {
-    X4 t = xt::sqrt(xt::maximum(with * with - without * without, 0.0));
+  const OperandRounding operand = product_operand_rounding(dtype, allow_tf32);
+  const ScoreNoise without = score_rounding_noise(data, true);
+  const ScoreNoise with = score_rounding_noise(data, true, operand);
+  EXPECT_EQ(without.L, with.L);
+  EXPECT_EQ(without.dV, with.dV);
+  const auto added = [](const X4& w, const X4& wo) {
+    X4 t = xt::sqrt(xt::maximum(w * w - wo * wo, 0.0));
     return t;
   };
 
@@ -359,6 +360,7 @@ TEST(ScoreNoise, Tf32OperandTermsMatchMonteCarlo) {
            dO = data.dO.to_double();
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   X4 P = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q), n(p.S_k)}), dS = P;
+  double min_P = 1.0;
   for (std::size_t h = 0; h < n(p.H); ++h)
     for (std::size_t i = 0; i < n(p.S_q); ++i) {
       const std::int64_t last = p.last_visible_key(static_cast<std::int64_t>(i));
@@ -374,14 +376,18 @@ TEST(ScoreNoise, Tf32OperandTermsMatchMonteCarlo) {
       double D = 0.0;
       for (std::size_t j = 0; j < s.size(); ++j) {
         P(0, h, i, j) = std::exp(s[j] - m) / l;
+        min_P = std::min(min_P, P(0, h, i, j));
         for (std::size_t c = 0; c < n(p.d); ++c) dP[j] += dO(0, h, i, c) * V(0, 0, j, c);
         D += P(0, h, i, j) * dP[j];
       }
       for (std::size_t j = 0; j < s.size(); ++j) dS(0, h, i, j) = P(0, h, i, j) * (dP[j] - D);
     }
 
+  // These inputs keep every P in the formats' normal range (f16's ends at 6.1e-5): the
+  // relative error alone.
+  ASSERT_GT(min_P, 1e-4);
   std::mt19937_64 rng(6);
-  std::uniform_real_distribution<double> theta(-kTf32UnitRoundoff, kTf32UnitRoundoff);
+  std::uniform_real_distribution<double> theta(-operand.u, operand.u);
   X4 var_O = xt::zeros<double>(Q.shape()), var_dQ = var_O, var_dK = xt::zeros<double>(K.shape());
   constexpr int kSamples = 2000;
   for (int r = 0; r < kSamples; ++r) {
@@ -405,9 +411,40 @@ TEST(ScoreNoise, Tf32OperandTermsMatchMonteCarlo) {
   }
   const X4 mc_O = xt::sqrt(var_O / kSamples), mc_dQ = xt::sqrt(var_dQ / kSamples),
            mc_dK = xt::sqrt(var_dK / kSamples);
-  EXPECT_GT(expect_matches("O (TF32 P~)", added(tf32.O, f32.O), mc_O), 30);
-  EXPECT_GT(expect_matches("dQ (TF32 dS)", added(tf32.dQ, f32.dQ), mc_dQ), 30);
-  EXPECT_GT(expect_matches("dK (TF32 dS)", added(tf32.dK, f32.dK), mc_dK), 15);
+  EXPECT_GT(expect_matches("O (P~ operand)", added(with.O, without.O), mc_O), 30);
+  EXPECT_GT(expect_matches("dQ (dS operand)", added(with.dQ, without.dQ), mc_dQ), 30);
+  EXPECT_GT(expect_matches("dK (dS operand)", added(with.dK, without.dK), mc_dK), 15);
+}
+
+TEST(ScoreNoise, Tf32OperandTermsMatchMonteCarlo) {
+  check_operand_terms_against_monte_carlo(DType::f32, true);
+}
+
+// The same terms for 16-bit inputs, whose P~ and dS every kernel rounds to the input dtype in
+// its own way (docs/verification.md, "The P~ operand under cancellation").
+TEST(ScoreNoise, Bf16AndF16OperandTermsMatchMonteCarlo) {
+  check_operand_terms_against_monte_carlo(DType::bf16, false);
+  check_operand_terms_against_monte_carlo(DType::f16, false);
+}
+
+TEST(ScoreNoise, TheOperandFormats) {
+  // Unit roundoffs 2^-p for p significant bits; the absolute floor is half the smallest
+  // subnormal step, which only f16's narrow range makes matter (P~ < 6.1e-5).
+  EXPECT_TRUE(product_operand_rounding(DType::f32, false).exact());
+  const OperandRounding bf16 = product_operand_rounding(DType::bf16, false),
+                        f16 = product_operand_rounding(DType::f16, false),
+                        tf32 = product_operand_rounding(DType::f32, true);
+  EXPECT_EQ(bf16.u, 0x1p-8);
+  EXPECT_EQ(f16.u, 0x1p-11);
+  EXPECT_EQ(tf32.u, kTf32UnitRoundoff);
+  EXPECT_EQ(product_operand_rounding(DType::bf16, true).u, bf16.u);  // TF32 changes no 16-bit
+  // The largest error of rounding x is half the step at x: checked on the formats' own grids.
+  for (float x : {1.0f, 0.7f, 3e-3f, 1e-5f, 3e-8f, 1e-30f}) {
+    EXPECT_LE(std::fabs(double(round_to(DType::bf16, x)) - x), bf16.half_step(x)) << x;
+    EXPECT_LE(std::fabs(double(round_to(DType::f16, x)) - x), f16.half_step(x)) << x;
+  }
+  EXPECT_EQ(f16.half_step(1e-7), 0x1p-25);  // subnormal in f16: an absolute step
+  EXPECT_EQ(bf16.half_step(0.0), 0.0);       // 0 is exact in every format
 }
 
 TEST(ScoreNoise, ForwardOnlyLeavesTheGradientsEmptyAndTheirMaximaZero) {

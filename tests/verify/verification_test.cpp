@@ -138,7 +138,9 @@ TEST(Verification, EveryCheckCarriesItsTensorsScoreNoiseInTheFloor) {
   const VerifyCase c = small_case(DType::bf16, /*large=*/true);
   const VerifyReport report = run_verification(c, {"reference", "cpu"});
   const ProblemData data = make_problem_data(c.problem, input_options(c));
-  const ScoreNoise noise = score_rounding_noise(data, true);
+  // bf16: the noise part holds the rounding of P~ and dS as the products' operands too.
+  const ScoreNoise noise =
+      score_rounding_noise(data, true, product_operand_rounding(DType::bf16, c.allow_tf32));
   const SumMagnitudes sums = sum_magnitudes(data, true);
   const nlohmann::json j = to_json(report);
   for (std::size_t bi = 0; bi < report.backends.size(); ++bi) {

@@ -25,6 +25,7 @@
 // exact order round the two alike, and the floor covers any correct kernel.
 #pragma once
 
+#include <algorithm>
 #include <array>
 
 #include <xtensor/xtensor.hpp>
@@ -38,6 +39,22 @@ namespace flashref::verify {
 inline constexpr double kFloat32UnitRoundoff = 0x1p-24;
 // One TF32 unit roundoff (10 explicit mantissa bits, round to nearest).
 inline constexpr double kTf32UnitRoundoff = 0x1p-11;
+
+// How a product's operand format rounds: a relative error of at most `u` (one unit roundoff)
+// in its normal range, and an absolute one of at most `h` (half its smallest step) below it.
+// u = h = 0: the operand is used exactly.
+struct OperandRounding {
+  double u = 0.0, h = 0.0;
+  // The largest rounding error of a value x >= 0: half the step of the format at x (0 is exact).
+  double half_step(double x) const { return x == 0.0 ? 0.0 : std::max(u * x, h); }
+  bool exact() const { return u == 0.0 && h == 0.0; }
+};
+
+// The format of the matrix products' operands whose rounding differs between correct kernels:
+// P~ in P~V and dS in dS K, dS^T Q. bf16 (u = 2^-8) and f16 (2^-11, and h = 2^-25 below f16's
+// normal range) inputs, TF32 products of float32 inputs (2^-11); float32 without TF32 rounds
+// nothing (docs/verification.md, "The P~ operand under cancellation").
+OperandRounding product_operand_rounding(DType dtype, bool allow_tf32);
 
 struct ScoreNoise {
   xt::xtensor<double, 4> O;       // sigma_O, (B, H, S_q, d)
@@ -56,16 +73,21 @@ struct ScoreNoise {
 // exactly as given: O(B H S_q S_k d), about the cost of the gold forward and backward.
 // `backward` also computes the gradients' sigmas and needs data.dO. A row that sees no key has
 // sigma 0: its outputs are fixed (O = 0, L = -inf, zero gradients) whatever the scores.
-// `allow_tf32` (float32 inputs only) adds to sigma_O the TF32 rounding of P~ as the P~V
-// product's operand, which each TF32 kernel does its own way (before or after dividing by l):
-// sigma_O(i,c)^2 += sum_j (u_tf32 / sqrt(3) P_ij V_jc)^2 over rows that see two keys or more
-// (docs/verification.md, "Precision modes"). The
-// rounding of Q, K, V to TF32 is deterministic, the same in every kernel, and is not noise.
-// In the backward it adds the TF32 rounding of dS as the operand of dQ = dS K and dK = dS^T Q,
-// which kernels apply to dS or to dS * scale: sigma_dQ(i,c)^2 += scale^2 sum_j (u_tf32 /
-// sqrt(3) dS_ij K_jc)^2, and likewise dK with Q (docs/verification.md, "The gradients under
-// TF32"). P's rounding in dV = P^T dO and dO's, V's in dP = dO V^T round the same numbers in
-// every recomputation backward and are not noise.
-ScoreNoise score_rounding_noise(const ProblemData& data, bool backward, bool allow_tf32 = false);
+// With `operand` (16-bit inputs, and float32 inputs with TF32 products), sigma_O also holds the
+// rounding of P~ as the P~V product's operand, which each kernel does its own way (FlashAttention
+// rounds P~ = exp(S - m) before the division by l, a naive kernel P after it):
+// sigma_O(i,c)^2 += sum_j (half_step(P_ij) / sqrt(3) V_jc)^2 over rows that see two keys or
+// more, in product_operand_rounding's format (docs/verification.md, "The P~ operand under
+// cancellation" and "Precision modes"). The rounding of Q, K, V to the input dtype or to TF32
+// is deterministic, the same in every kernel, and is not noise. In the backward it adds the
+// rounding of dS as the operand of dQ = dS K and dK = dS^T Q, which kernels apply to dS or to
+// dS * scale: sigma_dQ(i,c)^2 += scale^2 sum_j (half_step(|dS_ij|) / sqrt(3) K_jc)^2, and
+// likewise dK with Q (docs/verification.md, "The gradients under TF32"). P's rounding in
+// dV = P^T dO and dO's, V's in dP = dO V^T round the same numbers in every recomputation
+// backward and are not noise.
+// `operand` is the rule's product_operand_rounding(dtype, allow_tf32); the default, {}, leaves
+// the operand terms out: the noise of the float32 scores (and of dP - D) alone.
+ScoreNoise score_rounding_noise(const ProblemData& data, bool backward,
+                                const OperandRounding& operand = {});
 
 }  // namespace flashref::verify
