@@ -22,6 +22,25 @@ struct FwdConfig<Element, 64> {
   using Traits = FwdTraits<Element, 64, 2, 2, true>;
 };
 
+// The d = 64 alternatives FLASHREF_CUDA_TUNE fwd90=1..3 picks (compiled with
+// FLASHREF_CUDA_TUNING_VARIANTS): three consumers (B_q = 192), which need B_k below 128 to fit
+// their 160 registers (ptxas: 16 bytes spilled at B_k = 128, none at 112 or 96; S and P~ shrink
+// by 8 + 4 registers at 112).
+template <typename Element, int kVariant>
+struct FwdVariant64;
+template <typename Element>
+struct FwdVariant64<Element, 1> {
+  using Traits = FwdTraits<Element, 64, 3, 2, true, 112>;
+};
+template <typename Element>
+struct FwdVariant64<Element, 2> {
+  using Traits = FwdTraits<Element, 64, 3, 2, true, 96>;
+};
+template <typename Element>
+struct FwdVariant64<Element, 3> {
+  using Traits = FwdTraits<Element, 64, 3, 3, true, 112>;
+};
+
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two
 // stages (a third does not fit beside Q in 227 KB), ping-pong, pipelined: 2.213 ms (B1 H16
 // S16384 causal; cuDNN 1.900, FA2 3.400). Without ping-pong 2.385; unpipelined 2.08-2.28 (the

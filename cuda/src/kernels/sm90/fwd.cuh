@@ -30,7 +30,8 @@
 
 namespace flashref::cuda::kernels::sm90 {
 
-template <typename Element_, int kD_, int kConsumers_, int kStages_, bool kPingPong_>
+template <typename Element_, int kD_, int kConsumers_, int kStages_, bool kPingPong_,
+          int kBlockN_ = 128>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kD = kD_;                // compiled head dim (d <= kD; TMA zero-fills)
@@ -38,7 +39,7 @@ struct FwdTraits {
   static constexpr int kStages = kStages_;      // K/V stages in shared memory
   static constexpr bool kPingPong = kPingPong_;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
-  static constexpr int kBlockN = 128;              // B_k
+  static constexpr int kBlockN = kBlockN_;         // B_k: 128, or 96 / 112 (smaller S, P~)
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
@@ -52,6 +53,7 @@ struct FwdTraits {
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
   static_assert(kD % kBlockCols == 0, "the sm90 forward is compiled for d = 64 and 128");
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 128, "B_k: a multiple of 16, at most 128");
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2

@@ -65,11 +65,11 @@ constexpr CUtensorMapDataType tensor_map_type() {
   return kDtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 }
 
-// O and L (Alg. 1).
-template <DType kDtype, int kD>
-void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
-  using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
-  using T = typename kernels::sm90::FwdConfig<Element, kD>::Traits;
+// O and L (Alg. 1) with the forward of traits T.
+template <DType kDtype, typename T>
+void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Element = typename T::Element;
+  constexpr int kD = T::kD;
   constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
   const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
@@ -82,6 +82,24 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, args);
   check_cuda(cudaGetLastError(), label);
+}
+
+// O and L (Alg. 1): the configured forward, or at d = 64 the tuning variant asked for.
+template <DType kDtype, int kD>
+void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
+  if constexpr (kD == 64 && kTuningVariants) {
+    using kernels::sm90::FwdVariant64;
+    switch (tune().fwd90) {
+      case 1: return launch_fwd<kDtype, typename FwdVariant64<Element, 1>::Traits>(args, stream);
+      case 2: return launch_fwd<kDtype, typename FwdVariant64<Element, 2>::Traits>(args, stream);
+      case 3: return launch_fwd<kDtype, typename FwdVariant64<Element, 3>::Traits>(args, stream);
+      default: break;
+    }
+  } else {
+    (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
+  }
+  launch_fwd<kDtype, typename kernels::sm90::FwdConfig<Element, kD>::Traits>(args, stream);
 }
 
 // One backward kernel with Q and dO in boxes of T::kBlockM rows and K and V in boxes of
