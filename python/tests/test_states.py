@@ -221,6 +221,8 @@ def test_outputs_and_states_make_one_verdict(tmp_path):
     assert not report.passed and report.first_divergence.cause == "l_not_rescaled"
     assert report.to_dict()["first_divergence"]["cause"] == "l_not_rescaled"
     assert str(report).count("result: ") == 1
+    with pytest.raises(AssertionError, match="first divergence: b = 0"):
+        flashref.testing.assert_attention_close(q, k, v, o=o, states=broken, tile=TILE)
     # A subset of the states, in any float dtype, and a folder of .npy files, judge alike.
     only_l = flashref.check(q, k, v, states={"l": broken["l"].astype(np.float64), "m": None},
                             tile=TILE)
@@ -284,6 +286,15 @@ def test_bad_states_arguments_name_themselves(tmp_path):
         with pytest.raises(error) as e:
             flashref.trace_states(q, k, v, **kwargs)
         assert str(e.value).startswith(name + ":"), (name, str(e.value))
+
+    # States past the CLI's limit (2^26 accumulator values) are refused before any work,
+    # naming select, which keeps one head: here 2 heads of 256 key tiles x 4096 rows x 64.
+    big_q = np.zeros((1, 2, 4096, 64), np.float32)
+    big_kv = np.zeros((1, 1, 4096, 64), np.float32)
+    with pytest.raises(ValueError, match=r"^select: .*select=\(b, h\)"):
+        flashref.trace_states(big_q, big_kv, big_kv, tile=16)
+    with pytest.raises(ValueError, match="^select:"):
+        flashref.check(big_q, big_kv, big_kv, states={"m": np.zeros(1, np.float32)}, tile=16)
 
     bad_file = tmp_path / "bad"
     bad_file.mkdir()
