@@ -38,12 +38,12 @@ def states_arg(states: Any) -> Any:
     if not isinstance(states, dict):
         raise TypeError("states: must be a dict of arrays ('m', 'l', 'acc') or a folder holding "
                         f"m.npy, l.npy, acc.npy, got {type(states).__name__}")
-    unknown = [key for key in states if key not in FORWARD_STATES]
-    if unknown:
-        raise ValueError(f"states: unknown key {unknown[0]!r} (the forward states are 'm', 'l' "
-                         "and 'acc'; give trace_states(...)['baseline'], not the whole result)"
-                         if unknown[0] in ("baseline", "gold") else
-                         f"states: unknown key {unknown[0]!r} (expected 'm', 'l' or 'acc')")
+    for key in states:
+        if key in ("baseline", "gold"):
+            raise ValueError(f"states: unknown key {key!r}: give trace_states(...)[{key!r}], "
+                             "a dict of 'm', 'l', 'acc', not the whole result")
+        if key not in FORWARD_STATES:
+            raise ValueError(f"states: unknown key {key!r} (expected 'm', 'l' or 'acc')")
     arrays = {key: to_host(x, f"states[{key!r}]") for key, x in states.items() if x is not None}
     if not arrays:
         raise ValueError("states: no state to judge: give any of 'm', 'l', 'acc'")
