@@ -22,7 +22,7 @@ struct FwdConfig<Element, 64> {
   using Traits = FwdTraits<Element, 64, 2, 2, true>;
 };
 
-// The d = 64 alternatives FLASHREF_CUDA_TUNE fwd90=1..3 picks (compiled with
+// The d = 64 alternatives FLASHREF_CUDA_TUNE fwd90=1..5 picks (compiled with
 // FLASHREF_CUDA_TUNING_VARIANTS): three consumers (B_q = 192), which need B_k below 128 to fit
 // their 160 registers (ptxas: 16 bytes spilled at B_k = 128, none at 112 or 96; S and P~ shrink
 // by 8 + 4 registers at 112).
@@ -39,6 +39,21 @@ struct FwdVariant64<Element, 2> {
 template <typename Element>
 struct FwdVariant64<Element, 3> {
   using Traits = FwdTraits<Element, 64, 3, 3, true, 112>;
+};
+// fwd90=4: the kept configuration on a persistent grid; fwd90=5: variant 1 on one.
+template <typename Element>
+struct FwdVariant64<Element, 4> {
+  using Traits = FwdTraits<Element, 64, 2, 2, true, 128, true>;
+};
+template <typename Element>
+struct FwdVariant64<Element, 5> {
+  using Traits = FwdTraits<Element, 64, 3, 2, true, 112, true>;
+};
+
+// fwd90=4 at d = 128: the kept configuration on a persistent grid (the only d = 128 variant).
+template <typename Element>
+struct FwdVariant128Persistent {
+  using Traits = FwdTraits<Element, 128, 2, 2, true, 128, true>;
 };
 
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two

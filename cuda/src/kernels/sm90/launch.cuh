@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "flashref/dtype.hpp"
@@ -74,9 +75,12 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
   const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
   const CUtensorMap v = tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
-  const unsigned grid = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
-  if (grid == 0) return;
-  const std::string label = kernel_label("fwd_wgmma", element_name<Element>(), kD, T::kBlockM,
+  const unsigned tiles = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
+  if (tiles == 0) return;
+  // Persistent: one block per multiprocessor (the registers allow no second one).
+  const unsigned grid =
+      T::kPersistent ? std::min(tiles, static_cast<unsigned>(sm_count())) : tiles;
+  const std::string label = kernel_label(T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma", element_name<Element>(), kD, T::kBlockM,
                                          T::kBlockN, T::kThreads, T::kSmemBytes);
   const auto kernel = kernels::sm90::fwd_wgmma_kernel<T>;
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
@@ -84,7 +88,7 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   check_cuda(cudaGetLastError(), label);
 }
 
-// O and L (Alg. 1): the configured forward, or at d = 64 the tuning variant asked for.
+// O and L (Alg. 1): the configured forward, or the tuning variant asked for.
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -94,7 +98,15 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       case 1: return launch_fwd<kDtype, typename FwdVariant64<Element, 1>::Traits>(args, stream);
       case 2: return launch_fwd<kDtype, typename FwdVariant64<Element, 2>::Traits>(args, stream);
       case 3: return launch_fwd<kDtype, typename FwdVariant64<Element, 3>::Traits>(args, stream);
+      case 4: return launch_fwd<kDtype, typename FwdVariant64<Element, 4>::Traits>(args, stream);
+      case 5: return launch_fwd<kDtype, typename FwdVariant64<Element, 5>::Traits>(args, stream);
       default: break;
+    }
+  } else if constexpr (kD == 128 && kTuningVariants) {
+    // The d = 64 alternatives 1-3 and 5 have no d = 128 form: d = 128 keeps its configuration.
+    if (tune().fwd90 == 4) {
+      return launch_fwd<kDtype, typename kernels::sm90::FwdVariant128Persistent<Element>::Traits>(
+          args, stream);
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
