@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "flashref/error.hpp"
+#include "flashref/ring/host_staged.hpp"
 #include "flashref/ring/in_process_transport.hpp"
 
 namespace flashref::ring {
@@ -90,11 +91,10 @@ std::string ring_backend_name(int ranks, const std::string& inner) {
 
 std::unique_ptr<Backend> make_ring_backend(std::shared_ptr<const Backend> inner, int ranks) {
   if (!inner) throw InvalidArgument("inner", "backend is null");
-  if (inner->memory_space() != MemorySpace::host) {
-    throw InvalidArgument("inner", "the in-process ring runs host backends; " + inner->name() +
-                                       " takes device pointers");
-  }
   if (ranks < 1) throw InvalidArgument("ranks", "must be >= 1, got " + std::to_string(ranks));
+  // The ranks' buffers and the in-process transport live in host memory; a device backend's
+  // partial attention runs on copies of them (host_staged.hpp).
+  if (inner->memory_space() == MemorySpace::device) inner = host_staged(std::move(inner));
   return std::make_unique<RingBackend>(std::move(inner), ranks);
 }
 

@@ -6,9 +6,11 @@
 // accumulators, which arrive home after R hops; D is computed on each rank from its own O
 // and dO. docs/ring.md derives and draws it.
 //
-// This backend runs the R ranks as threads of this process over the in-process transport, on
-// a host backend (reference or cpu), so that `flashref verify --ranks R` judges the ring like
-// any backend. The result is deterministic for a fixed R: every sum runs in ring order.
+// This backend runs the R ranks as threads of this process over the in-process transport, so
+// that `flashref verify --ranks R` judges the ring like any backend. The inner backend may be a
+// host one (reference, cpu) or a device one (cuda), whose calls then run on device copies of
+// the ranks' host buffers (host_staged.hpp): the kernels of a multi-GPU ring, on one GPU. The
+// result is deterministic for a fixed R: every sum runs in ring order.
 #pragma once
 
 #include <memory>
@@ -18,9 +20,10 @@
 
 namespace flashref::ring {
 
-// `inner` must be a host backend (InvalidArgument("inner", ...) otherwise) and ranks >= 1.
-// Named "ring<R>(<inner>)", e.g. "ring4(cpu)". Calls on it take host pointers to the whole
-// problem's tensors. Inner calls get num_threads / R OpenMP threads each (at least 1).
+// `inner` must not be null, and ranks >= 1 (InvalidArgument otherwise). Named
+// "ring<R>(<inner>)", e.g. "ring4(cpu)". Calls on it take host pointers to the whole problem's
+// tensors, whatever the inner backend takes. Inner calls get num_threads / R OpenMP threads
+// each (at least 1).
 std::unique_ptr<Backend> make_ring_backend(std::shared_ptr<const Backend> inner, int ranks);
 // The name such a backend has: "ring<ranks>(<inner>)".
 std::string ring_backend_name(int ranks, const std::string& inner);
