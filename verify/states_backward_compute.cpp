@@ -279,7 +279,7 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
           G.rounding.D(A, H, I, R) = g.floor_D[z(q)];
           G.sigma.D(A, H, I, R) = g.sigma_D[z(q)];
           const double sL = g.sigma_L[z(q)], sD = g.sigma_D[z(q)], fD = g.floor_D[z(q)];
-          std::vector<double> val(z(s.d), 0.0), M(z(s.d), 0.0), M2(z(s.d), 0.0),
+          std::vector<double> val(z(s.d), 0.0), steps(z(s.d), 0.0), M2(z(s.d), 0.0),
               Gk(z(s.d), 0.0), RS(z(s.d), 0.0);
           for (std::int64_t j = 0; j < s.T_k; ++j) {
             const std::size_t J = z(j);
@@ -304,7 +304,7 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
               for (std::int64_t c = 0; c < s.d; ++c) {
                 const double K = data.k.get(b, h_kv, k, c);
                 val[z(c)] += dS * K;
-                M[z(c)] += std::fabs(dS * K);
+                steps[z(c)] += rounding_step(dt, dS) * std::fabs(K);
                 M2[z(c)] += std::fabs(dS * K) * rel;
                 Gk[z(c)] += P * K;
                 RS[z(c)] += K * K * (dS * g.eps[e] * dS * g.eps[e] + P * et * P * et);
@@ -313,10 +313,11 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
             for (std::int64_t c = 0; c < s.d; ++c) {
               const std::size_t Cd = z(c);
               G.value.dQ(A, H, I, J, R, Cd) = val[Cd];
-              // The operands dS rounded to the dtype and the float32 sum (at its terms' size),
-              // D's rounding through every P_k K_k, and the scores' noise through dS, L and D.
+              // The operands dS rounded to the dtype (a step each, subnormal ones included),
+              // the float32 sum at its terms' size, D's rounding through every P_k K_k; and the
+              // scores' noise through dS, L and D.
               G.rounding.dQ(A, H, I, J, R, Cd) =
-                  rule_floor(dt, M[Cd]) + rule_floor(DType::f32, M2[Cd]) + fD * std::fabs(Gk[Cd]);
+                  2.0 * steps[Cd] + rule_floor(DType::f32, M2[Cd]) + fD * std::fabs(Gk[Cd]);
               G.sigma.dQ(A, H, I, J, R, Cd) = std::sqrt(RS[Cd] + sL * val[Cd] * sL * val[Cd] +
                                                         sD * Gk[Cd] * sD * Gk[Cd]);
             }
@@ -328,8 +329,8 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
           const std::int64_t k = j * s.B_k + kr;
           const std::size_t A = z(a), H = z(bh), J = z(j), R = z(kr);
           for (std::int64_t c = 0; c < s.d; ++c) {
-            double vV = 0.0, MV = 0.0, MV2 = 0.0, RV = 0.0;
-            double vK = 0.0, MK = 0.0, MK2 = 0.0, FK = 0.0, RK = 0.0;
+            double vV = 0.0, stepsV = 0.0, MV2 = 0.0, RV = 0.0;
+            double vK = 0.0, stepsK = 0.0, MK2 = 0.0, FK = 0.0, RK = 0.0;
             for (std::int64_t i = 0; i < s.i0 + s.nq; ++i) {
               for (std::int64_t q = i * s.B_q; q < std::min(p.S_q, (i + 1) * s.B_q); ++q) {
                 const std::size_t e = g.at(q, k);
@@ -339,11 +340,11 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
                 const double e2 = g.eps[e] * g.eps[e], sL2 = g.sigma_L[z(q)] * g.sigma_L[z(q)];
                 const double et = eta(q, e), sD = g.sigma_D[z(q)];
                 vV += P * dO;
-                MV += P * std::fabs(dO);
+                stepsV += rounding_step(dt, P) * std::fabs(dO);
                 MV2 += P * std::fabs(dO) * rel;
                 RV += P * dO * P * dO * (e2 + sL2);
                 vK += dS * Q;
-                MK += std::fabs(dS * Q);
+                stepsK += rounding_step(dt, dS) * std::fabs(Q);
                 MK2 += std::fabs(dS * Q) * rel;
                 FK += P * g.floor_D[z(q)] * std::fabs(Q);
                 RK += Q * Q * (dS * dS * (e2 + sL2) + P * et * P * et + P * sD * P * sD);
@@ -351,11 +352,11 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
               if (i < s.i0) continue;
               const std::size_t I = z(i - s.i0), Cd = z(c);
               G.value.dV(A, H, J, I, R, Cd) = vV;
-              G.rounding.dV(A, H, J, I, R, Cd) = rule_floor(dt, MV) + rule_floor(DType::f32, MV2);
+              G.rounding.dV(A, H, J, I, R, Cd) = 2.0 * stepsV + rule_floor(DType::f32, MV2);
               G.sigma.dV(A, H, J, I, R, Cd) = std::sqrt(RV);
               G.value.dK(A, H, J, I, R, Cd) = vK;
               G.rounding.dK(A, H, J, I, R, Cd) =
-                  rule_floor(dt, MK) + rule_floor(DType::f32, MK2) + FK;
+                  2.0 * stepsK + rule_floor(DType::f32, MK2) + FK;
               G.sigma.dK(A, H, J, I, R, Cd) = std::sqrt(RK);
             }
           }

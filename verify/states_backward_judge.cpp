@@ -146,12 +146,23 @@ class Steps {
   const StatesShape& s_;
 };
 
-template <class Cand, class Gold>
-double misfit(const Cand& cand, const Gold& gold, double factor) {
+// How badly the candidate fits the gold times `factor`: the sum over the finite entries of
+// min(1, |candidate - factor gold| / the entry's own limit), the rule's limit for one entry
+// (k |baseline - gold| + rounding + 3 sigma, all times |factor|). Entries whose gold is at the
+// rounding's level fit both conventions and do not vote; a sum of raw differences would let
+// them decide when every value is at that level (a near one-hot bf16 case with dK ~ 1e-7).
+double misfit(const xt::xtensor<double, 6>& cand, const xt::xtensor<double, 6>& gold,
+              const xt::xtensor<double, 6>& base, const xt::xtensor<double, 6>& rounding,
+              const xt::xtensor<double, 6>& sigma, double factor) {
   double sum = 0.0;
   for (std::size_t n = 0; n < cand.size(); ++n) {
-    const double c = cand.flat(n), g = gold.flat(n);
-    if (std::isfinite(c) && std::isfinite(g)) sum += std::fabs(c - g * factor);
+    const double c = cand.flat(n), g = gold.flat(n), b = base.flat(n);
+    if (!std::isfinite(c) || !std::isfinite(g)) continue;
+    const double base_err = std::isfinite(b) ? std::fabs(b - g) : 0.0;
+    const double limit = std::fabs(factor) * (kBackwardStateK * base_err + rounding.flat(n) +
+                                              rule_noise_floor(sigma.flat(n)));
+    const double miss = std::fabs(c - g * factor);
+    sum += limit > 0.0 ? std::min(1.0, miss / limit) : (miss > 0.0 ? 1.0 : 0.0);
   }
   return sum;
 }
@@ -333,16 +344,27 @@ BackwardStatesReport judge_backward_states(const ProblemData& data, const States
 
   BackwardStatesReport report;
   std::ostringstream note;
-  // A scaled convention is picked when it fits the gold better (summed misfit).
-  const auto pick = [&](const auto& c, const auto& g, const char* name, bool& scaled) {
-    const double plain = misfit(c, g, 1.0), scaled_fit = misfit(c, g, p.scale);
+  // A scaled convention is picked when strictly more entries fit it (misfit above).
+  const auto pick = [&](const xt::xtensor<double, 6>& c, const xt::xtensor<double, 6>& g,
+                        const xt::xtensor<double, 6>& b, const xt::xtensor<double, 6>& r,
+                        const xt::xtensor<double, 6>& sg, const char* name, bool& scaled) {
+    const double plain = misfit(c, g, b, r, sg, 1.0), scaled_fit = misfit(c, g, b, r, sg, p.scale);
     scaled = p.scale != 1.0 && scaled_fit < plain;
-    note << (note.tellp() > 0 ? "; " : "") << name << ": summed |x - gold| " << num(plain)
+    note << (note.tellp() > 0 ? "; " : "") << name << ": entries off their limit " << num(plain)
          << " unscaled, " << num(scaled_fit) << " scaled";
   };
-  if (cand.dS) pick(*cand.dS, gold.value.dS, "dS", report.conventions.dS_scaled);
-  if (cand.dQ) pick(*cand.dQ, gold.value.dQ, "dQ", report.conventions.dQ_scaled);
-  if (cand.dK) pick(*cand.dK, gold.value.dK, "dK", report.conventions.dK_scaled);
+  if (cand.dS) {
+    pick(*cand.dS, gold.value.dS, base.dS, gold.rounding.dS, gold.sigma.dS, "dS",
+         report.conventions.dS_scaled);
+  }
+  if (cand.dQ) {
+    pick(*cand.dQ, gold.value.dQ, base.dQ, gold.rounding.dQ, gold.sigma.dQ, "dQ",
+         report.conventions.dQ_scaled);
+  }
+  if (cand.dK) {
+    pick(*cand.dK, gold.value.dK, base.dK, gold.rounding.dK, gold.sigma.dK, "dK",
+         report.conventions.dK_scaled);
+  }
   report.conventions_note = note.str();
   const BackwardConventions& conv = report.conventions;
 
