@@ -45,8 +45,11 @@ struct Quantity {
   double factor = 1.0;
   double gold(std::size_t n) const { return factor * (gold4 ? gold4->flat(n) : gold6->flat(n)); }
   double base(std::size_t n) const { return factor * (base4 ? base4->flat(n) : base6->flat(n)); }
+  // In a scaled convention the kernel rounds the scaled value once more, at its own size (its
+  // step is not the scale times the unscaled one where float32 turns subnormal).
   double rounding(std::size_t n) const {
-    return std::fabs(factor) * (rounding4 ? rounding4->flat(n) : rounding6->flat(n));
+    const double r = std::fabs(factor) * (rounding4 ? rounding4->flat(n) : rounding6->flat(n));
+    return factor == 1.0 ? r : r + rule_floor(DType::f32, gold(n));
   }
   double sigma(std::size_t n) const {
     return std::fabs(factor) * (sigma4 ? sigma4->flat(n) : sigma6->flat(n));
