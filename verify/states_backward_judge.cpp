@@ -5,8 +5,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numbers>
 #include <sstream>
+#include <tuple>
 
 #include "flashref/error.hpp"
 #include "flashref/verify/rule.hpp"
@@ -215,8 +217,10 @@ double lse(const ProblemData& data, std::int64_t b, std::int64_t h, std::int64_t
 }
 
 // What the failing step's numbers say, and a known mistake when one fits.
+// `D_check`: the verdict on D for the step's query tile, when D was given.
 void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
-             const Quantity* P_q, const Quantity* dP_q, const Quantity* dS_q) {
+             const Quantity* P_q, const Quantity* dP_q, const Quantity* dS_q,
+             const StepCheck* D_check) {
   const Problem& p = data.problem;
   const StepCheck& c = f.step;
   std::ostringstream why;
@@ -261,9 +265,13 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
     const double hyp = P_q->gold(n) * dP_q->gold(n) * dS_q->factor;
     if (fits(c, hyp)) {
       f.cause = "ds_without_D";
-      why << " The found dS equals P * dP (" << num(hyp)
-          << "): D_i was not subtracted (line 15), or the D the kernel read was 0"
-          << (passed_here(StateQuantity::D) ? "" : " (D itself: give D.npy to judge it)") << ".";
+      why << " The found dS equals P * dP (" << num(hyp) << "): D_i was not subtracted (line 15)";
+      if (D_check) {
+        why << "; D itself was right (ratio " << ratio_text(D_check->ratio)
+            << "), so line 15 read no D or a D of 0.";
+      } else {
+        why << ", or the D it read was 0 (give D.npy to judge D itself).";
+      }
     } else if (passed_here(StateQuantity::P) && passed_here(StateQuantity::dP)) {
       why << " P and dP were right here: the error is in line 15 itself, or in the D_i it "
              "subtracts.";
@@ -430,6 +438,8 @@ BackwardStatesReport judge_backward_states(const ProblemData& data, const States
   for (auto* q : {&D, &P, &dP, &dS, &dQ, &dV, &dK})
     if (*q) order.push_back(&**q);
   for (const Quantity* q : order) report.quantities.push_back({q->q, 0, 0, {}});
+  // D's verdict per (b, h, i), for dS's explanation.
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, StepCheck> D_checks;
   const auto tally = [&](const StepCheck& c) {
     for (QuantitySummary& sum : report.quantities) {
       if (sum.quantity != c.quantity) continue;
@@ -445,7 +455,9 @@ BackwardStatesReport judge_backward_states(const ProblemData& data, const States
     f.step = c;
     f.this_step = step;
     f.previous_step = previous;
-    explain(f, data, s, &gold_P, &gold_dP, dS ? &*dS : nullptr);
+    const auto d_at = D_checks.find({c.b, c.h, c.i});
+    explain(f, data, s, &gold_P, &gold_dP, dS ? &*dS : nullptr,
+            d_at == D_checks.end() ? nullptr : &d_at->second);
     report.first = std::move(f);
   };
   const Steps steps(p, s);
@@ -466,6 +478,7 @@ BackwardStatesReport judge_backward_states(const ProblemData& data, const States
         for (std::int64_t iq = 0; iq < s.nq; ++iq) {
           const StepCheck c = check(*D, steps.D(a, bh, iq), s.b0 + a, s.h0 + bh, s.i0 + iq, -1);
           tally(c);
+          D_checks[{c.b, c.h, c.i}] = c;
           diverge(c, {c}, {});
         }
   }
