@@ -185,7 +185,8 @@ Command add_trace_command(CLI::App& app) {
       ->group("States on your inputs");
   sub->add_option("--out", o->states.out,
                   "write the states of Algorithm 1 for your tiles (--tile) into this folder: "
-                  "m.npy, l.npy, acc.npy (the cpu mirror, float32) and gold/ (float64); "
+                  "m.npy, l.npy, acc.npy (with --do also Algorithm 2's D.npy, P.npy, dP.npy, "
+                  "dS.npy, dQ.npy, dV.npy, dK.npy; the cpu mirror, float32) and gold/ (float64); "
                   "docs/checking-your-kernel.md, \"States\"")
       ->group("States on your inputs");
   sub->add_option("--select", o->states.select,
