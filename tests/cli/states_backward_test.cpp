@@ -142,6 +142,21 @@ TEST(CliBackwardStates, BrokenBackwardGetsTheInProcessFirstDivergence) {
   EXPECT_TRUE(contains(text.out, "result: FAIL")) << text.out;
 }
 
+TEST(CliBackwardStates, SelectionWritesAndJudgesOneQueryTile) {
+  const Inputs in(Mask::causal_bottom_right);
+  const std::string out = in.dir.file("one");
+  const auto trace = run_cli("trace " + in.args + " --tile 4,5 --select 0,1,2 --out " + out);
+  ASSERT_EQ(trace.exit_code, 0) << trace.err;
+  EXPECT_EQ(read_npy(out + "/D.npy").values.shape(), (std::vector<std::size_t>{1, 1, 1, 4}));
+  EXPECT_EQ(read_npy(out + "/P.npy").values.shape(),
+            (std::vector<std::size_t>{1, 1, 1, 3, 4, 5}));
+  EXPECT_EQ(read_npy(out + "/dK.npy").values.shape(),
+            (std::vector<std::size_t>{1, 1, 3, 1, 5, 8}));
+  const auto check = run_cli("check " + in.args + " --tile 4,5 --select 0,1,2 --states " + out);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_TRUE(contains(check.out, "every backward state follows Algorithm 2")) << check.out;
+}
+
 TEST(CliBackwardStates, BadInputIsExit2NamingTheFileAndWritesNothing) {
   const Inputs in(Mask::none);
   const std::string out = in.dir.file("s");
