@@ -160,6 +160,17 @@ TEST(BackwardStates, MissingScaleInTheRecomputedScoresIsFoundAtTheFirstStep) {
   EXPECT_EQ(r.quantities.front().failed, 0);
 }
 
+TEST(BackwardStates, LogsumexpReadInTheOtherBaseIsFoundAtTheFirstStep) {
+  // exp2(S log2 e - L) with a natural-log L: P = exp(S - L ln 2), wrong wherever L != 0.
+  const Problem p = make_problem(1, 1, 1, 9, 13, 8, Mask::causal_top_left, DType::f32);
+  BackwardKernel k;
+  k.B_q = 3;
+  k.B_k = 5;
+  k.lse_base_mismatch = true;
+  const BackwardStatesReport r = judge(data_for(p), k);
+  expect_at(r, 0, 0, StateQuantity::P, "P_lse_base_mismatch");
+}
+
 TEST(BackwardStates, UnmaskedRecomputationIsFoundOnTheFirstTileWithAMaskedEntry) {
   for (const Mask mask : {Mask::causal_top_left, Mask::causal_bottom_right}) {
     const Problem p = make_problem(1, 1, 1, 14, 17, 8, mask, DType::f32);

@@ -149,6 +149,7 @@ struct BackwardKernel {
   bool p_missing_scale = false;  // line 11: S = Q K^T without the softmax scale
   bool p_unmasked = false;       // the backward's S not masked (the forward's was)
   bool dk_with_P = false;        // line 17: dK_j += P^T Q instead of dS^T Q
+  bool lse_base_mismatch = false;  // P = exp2(S log2(e) - L) with the forward's natural L
 };
 
 inline verify::CandidateBackwardStates run_backward(const verify::ProblemData& data,
@@ -218,7 +219,10 @@ inline verify::CandidateBackwardStates run_backward(const verify::ProblemData& d
     }
     const float S = k.p_missing_scale ? dot : dot * scale;
     const bool seen = k.p_unmasked || key <= last_key(q);
-    const float P = seen && L[row] != ninf ? std::exp(S - L[row]) : 0.0f;
+    const float log2e = std::numbers::log2e_v<float>;
+    const float P = !seen || L[row] == ninf ? 0.0f
+                    : k.lse_base_mismatch   ? std::exp2(S * log2e - L[row])
+                                            : std::exp(S - L[row]);
     float dS = k.ds_without_D ? P * dP : P * (dP - D[row]);
     if (k.scale_in_dS) dS *= scale;
     return Entry{P, dP, dS};
