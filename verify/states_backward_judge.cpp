@@ -355,12 +355,15 @@ BackwardStatesReport judge_backward_states(const ProblemData& data, const States
 
   BackwardStatesReport report;
   std::ostringstream note;
-  // A scaled convention is picked when strictly more entries fit it (misfit above).
+  // A scaled convention is picked when it leaves fewer than half as many entries off their
+  // limit (misfit above): a kernel wrong at most entries, wrong in both conventions alike,
+  // stays in the layout's, where its causes are tested (a bare majority picked the scaled one
+  // for 53 of 400 random backwards without D in dS, and hid the cause).
   const auto pick = [&](const xt::xtensor<double, 6>& c, const xt::xtensor<double, 6>& g,
                         const xt::xtensor<double, 6>& b, const xt::xtensor<double, 6>& r,
                         const xt::xtensor<double, 6>& sg, const char* name, bool& scaled) {
     const double plain = misfit(c, g, b, r, sg, 1.0), scaled_fit = misfit(c, g, b, r, sg, p.scale);
-    scaled = p.scale != 1.0 && scaled_fit < plain;
+    scaled = p.scale != 1.0 && scaled_fit < 0.5 * plain;
     note << (note.tellp() > 0 ? "; " : "") << name << ": entries off their limit " << num(plain)
          << " unscaled, " << num(scaled_fit) << " scaled";
   };
