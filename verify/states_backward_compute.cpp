@@ -259,7 +259,9 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
   G.value = make_states(s, kNaN);
   G.rounding = make_states(s, 0.0);
   G.sigma = make_states(s, 0.0);
+  G.rounding_scaled = make_states(s, 0.0);
   const DType dt = p.dtype;
+  const double f = std::fabs(p.scale);
   // dK_j and dV_j after query tile i sum rows 0.. of every tile up to i.
   const std::int64_t rows = std::min(p.S_q, (s.i0 + s.nq) * s.B_q);
   for (std::int64_t a = 0; a < s.nb; ++a)
@@ -280,6 +282,7 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
           G.sigma.D(A, H, I, R) = g.sigma_D[z(q)];
           const double sL = g.sigma_L[z(q)], sD = g.sigma_D[z(q)], fD = g.floor_D[z(q)];
           std::vector<double> val(z(s.d), 0.0), steps(z(s.d), 0.0), M2(z(s.d), 0.0),
+              steps_scaled(z(s.d), 0.0),
               Gk(z(s.d), 0.0), RS(z(s.d), 0.0);
           for (std::int64_t j = 0; j < s.T_k; ++j) {
             const std::size_t J = z(j);
@@ -297,6 +300,9 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
                   rule_floor(DType::f32, P * (g.M_dP[e] + g.M_D[z(q)] +
                                               std::fabs(g.dP[e] - g.D[z(q)]) * rel)) +
                   P * fD;
+              // Scaled, the product by the scale rounds once more, at the scaled size.
+              G.rounding_scaled.dS(A, H, I, J, R, C) =
+                  f * G.rounding.dS(A, H, I, J, R, C) + rule_floor(DType::f32, f * dS);
               G.sigma.dS(A, H, I, J, R, C) =
                   std::sqrt(dS * dS * (g.eps[e] * g.eps[e] + sL * sL) + P * sD * P * sD);
               if (!g.visible[e]) continue;
@@ -305,6 +311,9 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
                 const double K = data.k.get(b, h_kv, k, c);
                 val[z(c)] += dS * K;
                 steps[z(c)] += rounding_step(dt, dS) * std::fabs(K);
+                // Scaled: dS * scale rounded to the dtype, or dS rounded then scaled.
+                steps_scaled[z(c)] +=
+                    (rounding_step(dt, f * dS) + f * rounding_step(dt, dS)) * std::fabs(K);
                 M2[z(c)] += std::fabs(dS * K) * rel;
                 Gk[z(c)] += P * K;
                 RS[z(c)] += K * K * (dS * g.eps[e] * dS * g.eps[e] + P * et * P * et);
@@ -318,6 +327,9 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
               // scores' noise through dS, L and D.
               G.rounding.dQ(A, H, I, J, R, Cd) =
                   2.0 * steps[Cd] + rule_floor(DType::f32, M2[Cd]) + fD * std::fabs(Gk[Cd]);
+              G.rounding_scaled.dQ(A, H, I, J, R, Cd) =
+                  2.0 * steps_scaled[Cd] + f * rule_floor(DType::f32, M2[Cd]) +
+                  rule_floor(DType::f32, f * M2[Cd]) + f * fD * std::fabs(Gk[Cd]);
               G.sigma.dQ(A, H, I, J, R, Cd) = std::sqrt(RS[Cd] + sL * val[Cd] * sL * val[Cd] +
                                                         sD * Gk[Cd] * sD * Gk[Cd]);
             }
@@ -330,7 +342,7 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
           const std::size_t A = z(a), H = z(bh), J = z(j), R = z(kr);
           for (std::int64_t c = 0; c < s.d; ++c) {
             double vV = 0.0, stepsV = 0.0, MV2 = 0.0, RV = 0.0;
-            double vK = 0.0, stepsK = 0.0, MK2 = 0.0, FK = 0.0, RK = 0.0;
+            double vK = 0.0, stepsK = 0.0, MK2 = 0.0, FK = 0.0, RK = 0.0, stepsK_scaled = 0.0;
             for (std::int64_t i = 0; i < s.i0 + s.nq; ++i) {
               for (std::int64_t q = i * s.B_q; q < std::min(p.S_q, (i + 1) * s.B_q); ++q) {
                 const std::size_t e = g.at(q, k);
@@ -345,6 +357,8 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
                 RV += P * dO * P * dO * (e2 + sL2);
                 vK += dS * Q;
                 stepsK += rounding_step(dt, dS) * std::fabs(Q);
+                stepsK_scaled +=
+                    (rounding_step(dt, f * dS) + f * rounding_step(dt, dS)) * std::fabs(Q);
                 MK2 += std::fabs(dS * Q) * rel;
                 FK += P * g.floor_D[z(q)] * std::fabs(Q);
                 RK += Q * Q * (dS * dS * (e2 + sL2) + P * et * P * et + P * sD * P * sD);
@@ -357,11 +371,19 @@ GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGri
               G.value.dK(A, H, J, I, R, Cd) = vK;
               G.rounding.dK(A, H, J, I, R, Cd) =
                   2.0 * stepsK + rule_floor(DType::f32, MK2) + FK;
+              G.rounding_scaled.dK(A, H, J, I, R, Cd) = 2.0 * stepsK_scaled +
+                                                        f * rule_floor(DType::f32, MK2) +
+                                                        rule_floor(DType::f32, f * MK2) + f * FK;
               G.sigma.dK(A, H, J, I, R, Cd) = std::sqrt(RK);
             }
           }
         }
     }
+  // The quantities that hold no scale round alike in every convention.
+  G.rounding_scaled.D = G.rounding.D;
+  G.rounding_scaled.P = G.rounding.P;
+  G.rounding_scaled.dP = G.rounding.dP;
+  G.rounding_scaled.dV = G.rounding.dV;
   return G;
 }
 

@@ -47,11 +47,9 @@ struct Quantity {
   double factor = 1.0;
   double gold(std::size_t n) const { return factor * (gold4 ? gold4->flat(n) : gold6->flat(n)); }
   double base(std::size_t n) const { return factor * (base4 ? base4->flat(n) : base6->flat(n)); }
-  // In a scaled convention the kernel rounds the scaled value once more, at its own size (its
-  // step is not the scale times the unscaled one where float32 turns subnormal).
+  // In a scaled convention `rounding6` is the gold's rounding_scaled, already in its units.
   double rounding(std::size_t n) const {
-    const double r = std::fabs(factor) * (rounding4 ? rounding4->flat(n) : rounding6->flat(n));
-    return factor == 1.0 ? r : r + rule_floor(DType::f32, gold(n));
+    return rounding4 ? rounding4->flat(n) : rounding6->flat(n);
   }
   double sigma(std::size_t n) const {
     return std::fabs(factor) * (sigma4 ? sigma4->flat(n) : sigma6->flat(n));
@@ -416,20 +414,23 @@ BackwardStatesReport judge_backward_states(const ProblemData& data, const States
                gold.sigma.dP, 1.0);
   }
   if (cand.dS) {
-    dS = make6(StateQuantity::dS, *cand.dS, gold.value.dS, base.dS, gold.rounding.dS,
-               gold.sigma.dS, conv.dS_scaled ? p.scale : 1.0);
+    dS = make6(StateQuantity::dS, *cand.dS, gold.value.dS, base.dS,
+               conv.dS_scaled ? gold.rounding_scaled.dS : gold.rounding.dS, gold.sigma.dS,
+               conv.dS_scaled ? p.scale : 1.0);
   }
   if (cand.dQ) {
-    dQ = make6(StateQuantity::dQ, *cand.dQ, gold.value.dQ, base.dQ, gold.rounding.dQ,
-               gold.sigma.dQ, conv.dQ_scaled ? p.scale : 1.0);
+    dQ = make6(StateQuantity::dQ, *cand.dQ, gold.value.dQ, base.dQ,
+               conv.dQ_scaled ? gold.rounding_scaled.dQ : gold.rounding.dQ, gold.sigma.dQ,
+               conv.dQ_scaled ? p.scale : 1.0);
   }
   if (cand.dV) {
     dV = make6(StateQuantity::dV, *cand.dV, gold.value.dV, base.dV, gold.rounding.dV,
                gold.sigma.dV, 1.0);
   }
   if (cand.dK) {
-    dK = make6(StateQuantity::dK, *cand.dK, gold.value.dK, base.dK, gold.rounding.dK,
-               gold.sigma.dK, conv.dK_scaled ? p.scale : 1.0);
+    dK = make6(StateQuantity::dK, *cand.dK, gold.value.dK, base.dK,
+               conv.dK_scaled ? gold.rounding_scaled.dK : gold.rounding.dK, gold.sigma.dK,
+               conv.dK_scaled ? p.scale : 1.0);
   }
   // The gold's P and dP for dS's hypothesis when the candidate gave none.
   Quantity gold_P = make6(StateQuantity::P, gold.value.P, gold.value.P, base.P, gold.rounding.P,

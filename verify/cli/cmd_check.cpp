@@ -107,8 +107,8 @@ int run_check(const CheckSettings& s) {
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
   MemoryNeed need = judge_need(p, !input.data.dO.empty(), 0);
   if (forward_given) need.bytes += 8.0 * 8.0 * shape->elements();  // gold, sigmas, baseline, candidate
-  // The backward's gold, its two floors, the baseline and the candidate.
-  if (backward_given) need.bytes += 5.0 * 8.0 * shape->backward_elements();
+  // The backward's gold, its three floors, the baseline and the candidate.
+  if (backward_given) need.bytes += 6.0 * 8.0 * shape->backward_elements();
   require_memory(s.inputs.q, p, need);
   std::optional<verify::CheckResult> result;
   if (!candidate.empty()) {

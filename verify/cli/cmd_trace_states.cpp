@@ -50,10 +50,10 @@ int run_trace_states(const StatesTraceOptions& o) {
   require_states_fit(p, shape);
   if (backward) require_backward_states_fit(p, shape);
   // The mirror runs the selected heads; the arrays are 3 copies of the states (the backward's:
-  // the gold, its two floors and the baseline) (feasibility.hpp).
+  // the gold, its three floors and the baseline) (feasibility.hpp).
   MemoryNeed need = backend_need(p, "cpu", backward, 1, tile_q, tile_k);
   need.bytes += 3.0 * 8.0 * shape.elements();
-  if (backward) need.bytes += 4.0 * 8.0 * shape.backward_elements();
+  if (backward) need.bytes += 5.0 * 8.0 * shape.backward_elements();
   require_memory(o.q, p, need);
 
   // Everything is computed before anything is written.

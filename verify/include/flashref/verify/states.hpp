@@ -191,8 +191,11 @@ struct BackwardStates {
 // element the two parts of the rule's floor, in the layout's convention (docs/verification.md,
 // "Judging states"): `rounding`, the roundings two correct float32 kernels may differ by
 // (absolute), and `sigma`, the standard deviation the float32 rounding of the scores gives.
+// `rounding_scaled` is the rounding part for a kernel in a scaled convention (its dS, dQ, dK;
+// the other arrays as `rounding`): the scaled values round at their own size, which is not the
+// scale times the unscaled one where a dtype turns subnormal.
 struct GoldBackwardStates {
-  BackwardStates value, rounding, sigma;
+  BackwardStates value, rounding, sigma, rounding_scaled;
 };
 
 // The cpu mirror's backward (two passes, its trace observer) in the problem's precision, run
