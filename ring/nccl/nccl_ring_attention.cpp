@@ -18,10 +18,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashref/backend.hpp"
@@ -266,6 +268,67 @@ std::vector<float> part(const std::vector<float>& v, const Layout& l, std::size_
   return r;
 }
 
+// The cuda backend with a device runtime whose allocations come from the device's stream-
+// ordered pool (cudaMallocAsync, kept between runs): the ring's rank buffers are allocated on
+// every call, and cudaMalloc's page mapping and cudaFree's device-wide wait inside the timed
+// runs would charge the ring for what a long-lived training job allocates once.
+class PooledRuntime final : public flashref::DeviceRuntime {
+ public:
+  explicit PooledRuntime(const flashref::DeviceRuntime& base) : base_(base) {
+    int device = 0;
+    cuda(cudaGetDevice(&device), "cudaGetDevice");
+    cuda(cudaDeviceGetDefaultMemPool(&pool_, device), "cudaDeviceGetDefaultMemPool");
+    std::uint64_t keep = UINT64_MAX;  // never hand freed memory back to the driver
+    cuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+         "cudaMemPoolSetAttribute");
+  }
+  void* allocate(std::size_t bytes) const override {
+    void* p = nullptr;
+    cuda(cudaMallocFromPoolAsync(&p, std::max<std::size_t>(bytes, 1), pool_, nullptr),
+         "cudaMallocFromPoolAsync");
+    return p;
+  }
+  void release(void* p) const override {
+    if (p != nullptr) cuda(cudaFreeAsync(p, nullptr), "cudaFreeAsync");
+  }
+  void to_device(void* dst, const void* src, std::size_t bytes) const override {
+    base_.to_device(dst, src, bytes);
+  }
+  void to_host(void* dst, const void* src, std::size_t bytes) const override {
+    base_.to_host(dst, src, bytes);
+  }
+  void fill_bytes(void* dst, unsigned char value, std::size_t bytes) const override {
+    base_.fill_bytes(dst, value, bytes);
+  }
+  void synchronize() const override { base_.synchronize(); }
+  std::vector<double> time_ms(const std::function<void()>& launch, int warmup, int reps,
+                              bool flush_l2) const override {
+    return base_.time_ms(launch, warmup, reps, flush_l2);
+  }
+  std::size_t bytes_in_use() const override { return base_.bytes_in_use(); }
+  std::string device_name() const override { return base_.device_name(); }
+
+ private:
+  const flashref::DeviceRuntime& base_;
+  cudaMemPool_t pool_ = nullptr;
+};
+
+class PooledBackend final : public flashref::Backend {
+ public:
+  explicit PooledBackend(std::shared_ptr<const flashref::Backend> inner)
+      : inner_(std::move(inner)), runtime_(*inner_->device_runtime()) {}
+  std::string name() const override { return inner_->name(); }
+  flashref::MemorySpace memory_space() const override { return inner_->memory_space(); }
+  const flashref::DeviceRuntime* device_runtime() const override { return &runtime_; }
+  flashref::Support supports(const Problem& p) const override { return inner_->supports(p); }
+  void forward(const flashref::ForwardParams& p) const override { inner_->forward(p); }
+  void backward(const flashref::BackwardParams& p) const override { inner_->backward(p); }
+
+ private:
+  std::shared_ptr<const flashref::Backend> inner_;
+  PooledRuntime runtime_;
+};
+
 struct Timed {
   double forward_ms, backward_ms, total_ms;
 };
@@ -309,6 +372,8 @@ int run(const Args& a) {
   ring::NcclTransport t(a.rank, a.ranks, id);
 
   const std::shared_ptr<const flashref::Backend> cuda_backend = flashref::make_backend("cuda");
+  if (cuda_backend->device_runtime() == nullptr) throw std::runtime_error("cuda backend has no device runtime");
+  const PooledBackend pooled(cuda_backend);
   const Problem p = flashref::make_problem(a.B, a.H, a.H_kv, a.S, a.S, a.d,
                                            flashref::Mask::causal_top_left, DType::bf16);
   const flashref::Support s = cuda_backend->supports(p);
@@ -337,8 +402,8 @@ int run(const Args& a) {
 
   // The ring, every rank at once; each iteration starts together (a barrier, untimed).
   const Timed mine = time_runs(
-      a, [&] { barrier(t); }, [&] { ring::ring_forward_rank(*cuda_backend, t, fwd); },
-      [&] { ring::ring_backward_rank(*cuda_backend, t, bwd); });
+      a, [&] { barrier(t); }, [&] { ring::ring_forward_rank(pooled, t, fwd); },
+      [&] { ring::ring_backward_rank(pooled, t, bwd); });
   const auto slowest = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
   const double ring_fwd = slowest(gather(t, mine.forward_ms));
   const double ring_bwd = slowest(gather(t, mine.backward_ms));
