@@ -7,10 +7,8 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 
 #include "cuda_test_support.hpp"
 #include "flashref/error.hpp"
@@ -37,30 +35,13 @@ verify::CaseBounds cuda_bounds() {
   return b;
 }
 
-// 1..6 key blocks cut at random points, merged in a random order.
-ring::testing::KeySplit gen_split(std::int64_t S_k) {
-  const int cuts = *rc::gen::inRange<int>(0, static_cast<int>(std::min<std::int64_t>(S_k, 6)));
-  std::vector<std::int64_t> bounds{0, S_k};
-  for (int c = 0; c < cuts; ++c) bounds.push_back(*rc::gen::inRange<std::int64_t>(1, S_k));
-  std::sort(bounds.begin(), bounds.end());
-  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-  // A random order: indices sorted by random keys (this RapidCheck has no gen::shuffle).
-  const std::size_t n = bounds.size() - 1;
-  const auto keys = *rc::gen::container<std::vector<int>>(n, rc::gen::arbitrary<int>());
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
-  return ring::testing::KeySplit{bounds, order};
-}
-
 TEST(CudaPartialAttention, SplitKeysMergedPassTheRuleAgainstTheWholeProblem) {
   FLASHREF_REQUIRE_GPU();
   (void)kDefaultCaseCount;
   const std::unique_ptr<Backend> staged = ring::host_staged(make_backend("cuda"));
   const bool ok = rc::check("cuda: key blocks merged by logsumexp pass the rule", [&] {
     const verify::VerifyCase c = *verify::gen_case(cuda_bounds());
-    const ring::testing::KeySplit split = gen_split(c.problem.S_k);
+    const ring::testing::KeySplit split = ring::testing::gen_split(c.problem.S_k);
     RC_TAG(std::string(mask_name(c.problem.mask)), split.order.size() > 1 ? "split" : "whole");
     const ring::testing::SplitKeysBackend backend(*staged, split);
     const verify::VerifyReport report = verify::verify_backends(c, {&backend});
