@@ -52,7 +52,9 @@ class HostMemory final : public RankMemory {
 
 }  // namespace
 
-std::unique_ptr<RankMemory> host_memory() { return std::make_unique<HostMemory>(); }
+std::unique_ptr<RankMemory> host_memory() {
+  return std::make_unique<HostMemory>();
+}
 
 std::unique_ptr<RankMemory> memory_for(const Backend& inner, void* stream) {
   if (inner.memory_space() == MemorySpace::host) return host_memory();

@@ -99,7 +99,8 @@ std::unique_ptr<Backend> make_ring_backend(std::shared_ptr<const Backend> inner,
   if (!inner) throw InvalidArgument("inner", "backend is null");
   if (ranks < 1) throw InvalidArgument("ranks", "must be >= 1, got " + std::to_string(ranks));
   if (inner->memory_space() == MemorySpace::device && inner->device_runtime() == nullptr) {
-    throw InvalidArgument("inner", inner->name() + " takes device memory but has no device runtime");
+    throw InvalidArgument("inner",
+                          inner->name() + " takes device memory but has no device runtime");
   }
   return std::make_unique<RingBackend>(std::move(inner), ranks);
 }

@@ -71,7 +71,8 @@ void ring_backward_rank(const Backend& inner, Transport& transport, const Backwa
   }
   // One partial gradient at a time, in buffers sized for the longest chunks.
   std::int64_t most_keys = 0;
-  for (int c = 0; c < keys.chunk_count(); ++c) most_keys = std::max(most_keys, keys.chunk_length(c));
+  for (int c = 0; c < keys.chunk_count(); ++c)
+    most_keys = std::max(most_keys, keys.chunk_length(c));
   RankBuffer dQ = memory->allocate(rows_bytes(most_rows, p.H, DType::f32));
   RankBuffer dK = memory->allocate(rows_bytes(most_keys, p.H_kv, DType::f32));
   RankBuffer dV = memory->allocate(rows_bytes(most_keys, p.H_kv, DType::f32));
@@ -85,7 +86,8 @@ void ring_backward_rank(const Backend& inner, Transport& transport, const Backwa
 
   for (int step = 0; step < R; ++step) {
     const int next_owner = ((r - step - 1) % R + R) % R;
-    const BlockLayout next_kv(p, keys, next_owner, p.dtype), next_gr(p, keys, next_owner, DType::f32);
+    const BlockLayout next_kv(p, keys, next_owner, p.dtype),
+        next_gr(p, keys, next_owner, DType::f32);
     // K and V move on while this rank computes (they are not needed after the last step).
     const bool more = step + 1 < R;
     if (more) {

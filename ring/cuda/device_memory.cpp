@@ -40,7 +40,8 @@ class DeviceMemory final : public RankMemory {
   }
   void zero(void* data, std::size_t bytes) const override {
     if (bytes > 0) {
-      check(cudaMemsetAsync(data, 0, bytes, stream_), "cudaMemsetAsync of " + std::to_string(bytes) + " bytes");
+      check(cudaMemsetAsync(data, 0, bytes, stream_),
+            "cudaMemsetAsync of " + std::to_string(bytes) + " bytes");
     }
   }
   void gather_rows(const TensorView& global, std::int64_t begin,

@@ -13,8 +13,8 @@ namespace {
 
 void check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) {
-    throw std::runtime_error("ring device transport: " + what + ": " + cudaGetErrorName(e) +
-                             " (" + cudaGetErrorString(e) + ")");
+    throw std::runtime_error("ring device transport: " + what + ": " + cudaGetErrorName(e) + " (" +
+                             cudaGetErrorString(e) + ")");
   }
 }
 
@@ -29,7 +29,8 @@ class DeviceMessages final : public MessageStore {
  public:
   std::shared_ptr<void> keep(const void* data, std::size_t bytes) const override {
     void* p = nullptr;
-    check(cudaMalloc(&p, bytes > 0 ? bytes : 1), "cudaMalloc of a " + std::to_string(bytes) + "-byte message");
+    check(cudaMalloc(&p, bytes > 0 ? bytes : 1),
+          "cudaMalloc of a " + std::to_string(bytes) + "-byte message");
     std::shared_ptr<void> kept(p, [](void* q) { (void)cudaFree(q); });
     copy(p, data, bytes);
     return kept;

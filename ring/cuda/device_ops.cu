@@ -25,8 +25,8 @@ struct Rows {
 };
 
 Rows rows_of(const TensorView& v) {
-  return Rows{v.data,  v.dtype, v.batch,        v.seq, v.heads,
-              v.dim,   v.batch_stride, v.seq_stride, v.head_stride};
+  return Rows{v.data, v.dtype,        v.batch,      v.seq,        v.heads,
+              v.dim,  v.batch_stride, v.seq_stride, v.head_stride};
 }
 
 // Element (b, s, h, i) of a view's logical index t in [0, B * S * H * d).
@@ -93,35 +93,46 @@ __device__ float f16_bits_to_float(std::uint16_t h) {
 
 __device__ float load(const Rows& v, std::int64_t at) {
   switch (v.dtype) {
-    case DType::f32: return static_cast<const float*>(v.data)[at];
-    case DType::f16: return f16_bits_to_float(static_cast<const std::uint16_t*>(v.data)[at]);
-    case DType::bf16: return bf16_bits_to_float(static_cast<const std::uint16_t*>(v.data)[at]);
+    case DType::f32:
+      return static_cast<const float*>(v.data)[at];
+    case DType::f16:
+      return f16_bits_to_float(static_cast<const std::uint16_t*>(v.data)[at]);
+    case DType::bf16:
+      return bf16_bits_to_float(static_cast<const std::uint16_t*>(v.data)[at]);
   }
   return 0.0f;
 }
 __device__ void store(const Rows& v, std::int64_t at, float x) {
   switch (v.dtype) {
-    case DType::f32: static_cast<float*>(v.data)[at] = x; return;
-    case DType::f16: static_cast<std::uint16_t*>(v.data)[at] = float_to_f16_bits(x); return;
-    case DType::bf16: static_cast<std::uint16_t*>(v.data)[at] = float_to_bf16_bits(x); return;
+    case DType::f32:
+      static_cast<float*>(v.data)[at] = x;
+      return;
+    case DType::f16:
+      static_cast<std::uint16_t*>(v.data)[at] = float_to_f16_bits(x);
+      return;
+    case DType::bf16:
+      static_cast<std::uint16_t*>(v.data)[at] = float_to_bf16_bits(x);
+      return;
   }
 }
 
 // dst rows [dst_begin, ...) = src rows [src_begin, ...), `rows` of them; converted when the
 // dtypes differ, bits as they are when not.
-__global__ void copy_rows_kernel(Rows src, std::int64_t src_begin, Rows dst,
-                                 std::int64_t dst_begin, std::int64_t rows) {
+__global__ void copy_rows_kernel(Rows src, std::int64_t src_begin, Rows dst, std::int64_t dst_begin,
+                                 std::int64_t rows) {
   const std::int64_t total = src.B * rows * src.H * src.d;
-  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       t < total; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const Index x = index_of(t, rows, src.H, src.d);
     const std::int64_t from = offset(src, x.b, src_begin + x.s, x.h, x.i);
     const std::int64_t to = offset(dst, x.b, dst_begin + x.s, x.h, x.i);
     if (src.dtype == dst.dtype) {
       if (src.dtype == DType::f32)
-        static_cast<std::uint32_t*>(dst.data)[to] = static_cast<const std::uint32_t*>(src.data)[from];
+        static_cast<std::uint32_t*>(dst.data)[to] =
+            static_cast<const std::uint32_t*>(src.data)[from];
       else
-        static_cast<std::uint16_t*>(dst.data)[to] = static_cast<const std::uint16_t*>(src.data)[from];
+        static_cast<std::uint16_t*>(dst.data)[to] =
+            static_cast<const std::uint16_t*>(src.data)[from];
     } else {
       store(dst, to, load(src, from));
     }
@@ -130,8 +141,8 @@ __global__ void copy_rows_kernel(Rows src, std::int64_t src_begin, Rows dst,
 
 __global__ void add_rows_kernel(Rows acc, Rows part) {
   const std::int64_t total = acc.B * acc.S * acc.H * acc.d;
-  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       t < total; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const Index x = index_of(t, acc.S, acc.H, acc.d);
     float* a = static_cast<float*>(acc.data) + offset(acc, x.b, x.s, x.h, x.i);
     *a = __fadd_rn(*a, load(part, offset(part, x.b, x.s, x.h, x.i)));
@@ -140,8 +151,8 @@ __global__ void add_rows_kernel(Rows acc, Rows part) {
 
 __global__ void clear_kernel(Rows O, float* L) {
   const std::int64_t total = O.B * O.S * O.H * O.d;
-  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       t < total; t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const Index x = index_of(t, O.S, O.H, O.d);
     static_cast<float*>(O.data)[offset(O, x.b, x.s, x.h, x.i)] = 0.0f;
     if (x.i == 0) L[(x.b * O.H + x.h) * O.S + x.s] = -CUDART_INF_F;
@@ -226,7 +237,7 @@ void add_rows(const TensorView& acc, const TensorView& part, cudaStream_t stream
   const std::int64_t total = acc.batch * acc.seq * acc.heads * acc.dim;
   if (total == 0) return;
   add_rows_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(rows_of(acc),
-                                                                       rows_of(part));
+                                                                        rows_of(part));
   check(cudaGetLastError(), "add_rows_kernel launch");
 }
 
@@ -254,7 +265,7 @@ void merge_into(const MergeTarget& target, const TensorView& O_part, const float
   const std::int64_t rows = O.batch * O.seq * O.heads;
   if (rows == 0 || O.dim == 0) return;
   merge_kernel<<<blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(rows_of(O), target.L,
-                                                                          rows_of(O_part), L_part);
+                                                                         rows_of(O_part), L_part);
   check(cudaGetLastError(), "merge_kernel launch");
 }
 

@@ -77,7 +77,8 @@ Args parse(int argc, char** argv) {
       std::string part;
       std::vector<std::int64_t> dims;
       while (std::getline(in, part, ',')) dims.push_back(parse_int(k, part));
-      if (dims.size() != 4) throw std::invalid_argument("--shape: expected B,H,S,d, got '" + v + "'");
+      if (dims.size() != 4)
+        throw std::invalid_argument("--shape: expected B,H,S,d, got '" + v + "'");
       a.B = dims[0], a.H = dims[1], a.S = dims[2], a.d = dims[3];
     } else if (k == "--heads-kv") {
       a.H_kv = parse_int(k, v);
@@ -210,14 +211,16 @@ void read_rows(const TensorView& t, std::int64_t s, float* out) {
   std::vector<std::uint16_t> bits(per_batch);
   for (std::int64_t b = 0; b < t.batch; ++b) {
     const std::size_t elem = flashref::dtype_size(t.dtype);
-    const auto* src = static_cast<const char*>(t.data) + t.offset(b, s, 0) * static_cast<std::int64_t>(elem);
+    const auto* src =
+        static_cast<const char*>(t.data) + t.offset(b, s, 0) * static_cast<std::int64_t>(elem);
     if (t.dtype == DType::f32) {
       cuda(cudaMemcpy(out + b * per_batch, src, per_batch * 4, cudaMemcpyDeviceToHost), "sample");
       continue;
     }
     cuda(cudaMemcpy(bits.data(), src, per_batch * 2, cudaMemcpyDeviceToHost), "sample");
     for (std::size_t i = 0; i < per_batch; ++i)
-      out[b * per_batch + i] = flashref::load_as_float(bits.data(), t.dtype, static_cast<std::int64_t>(i));
+      out[b * per_batch + i] =
+          flashref::load_as_float(bits.data(), t.dtype, static_cast<std::int64_t>(i));
   }
 }
 
@@ -372,12 +375,14 @@ int run(const Args& a) {
   ring::NcclTransport t(a.rank, a.ranks, id);
 
   const std::shared_ptr<const flashref::Backend> cuda_backend = flashref::make_backend("cuda");
-  if (cuda_backend->device_runtime() == nullptr) throw std::runtime_error("cuda backend has no device runtime");
+  if (cuda_backend->device_runtime() == nullptr)
+    throw std::runtime_error("cuda backend has no device runtime");
   const PooledBackend pooled(cuda_backend);
   const Problem p = flashref::make_problem(a.B, a.H, a.H_kv, a.S, a.S, a.d,
                                            flashref::Mask::causal_top_left, DType::bf16);
   const flashref::Support s = cuda_backend->supports(p);
-  if (!s.ok) throw std::runtime_error("cuda backend cannot run " + flashref::describe(p) + ": " + s.reason);
+  if (!s.ok)
+    throw std::runtime_error("cuda backend cannot run " + flashref::describe(p) + ": " + s.reason);
 
   DeviceTensor q(a.B, a.S, a.H, a.d, p.dtype), k(a.B, a.S, a.H_kv, a.d, p.dtype),
       v(a.B, a.S, a.H_kv, a.d, p.dtype), dO(a.B, a.S, a.H, a.d, p.dtype),
@@ -404,7 +409,9 @@ int run(const Args& a) {
   const Timed mine = time_runs(
       a, [&] { barrier(t); }, [&] { ring::ring_forward_rank(pooled, t, fwd); },
       [&] { ring::ring_backward_rank(pooled, t, bwd); });
-  const auto slowest = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  const auto slowest = [](const std::vector<double>& v) {
+    return *std::max_element(v.begin(), v.end());
+  };
   const double ring_fwd = slowest(gather(t, mine.forward_ms));
   const double ring_bwd = slowest(gather(t, mine.backward_ms));
   const double ring_total = slowest(gather(t, mine.total_ms));

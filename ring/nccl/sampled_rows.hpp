@@ -22,11 +22,11 @@ int owner_of(const Zigzag& z, std::int64_t s);
 // One tensor's comparison on the sampled rows: the ring's values x against the single GPU's y.
 struct Comparison {
   std::string tensor;
-  double max_abs = 0;    // max |x - y|
-  double rel_norm = 0;   // ||x - y||_2 / ||y||_2 (0 when both are 0)
-  double bound = 0;      // on rel_norm, or on max_abs for L
+  double max_abs = 0;   // max |x - y|
+  double rel_norm = 0;  // ||x - y||_2 / ||y||_2 (0 when both are 0)
+  double bound = 0;     // on rel_norm, or on max_abs for L
   bool on_max_abs = false;
-  bool finite = true;    // no NaN or infinity in x or y (L's -inf of fully masked rows aside)
+  bool finite = true;  // no NaN or infinity in x or y (L's -inf of fully masked rows aside)
   bool passed() const { return finite && (on_max_abs ? max_abs : rel_norm) <= bound; }
 };
 Comparison compare(const std::string& tensor, const std::vector<float>& ring,

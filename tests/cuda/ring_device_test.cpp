@@ -46,7 +46,8 @@ class DeviceBytes {
  public:
   explicit DeviceBytes(const std::vector<std::byte>& host) : bytes_(host.size()) {
     cuda_ok(cudaMalloc(&data_, bytes_ > 0 ? bytes_ : 1), "cudaMalloc");
-    if (bytes_ > 0) cuda_ok(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice), "to device");
+    if (bytes_ > 0)
+      cuda_ok(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice), "to device");
   }
   ~DeviceBytes() { cudaFree(data_); }
   DeviceBytes(const DeviceBytes&) = delete;
@@ -55,7 +56,8 @@ class DeviceBytes {
   std::vector<std::byte> to_host() const {
     cuda_ok(cudaDeviceSynchronize(), "the ops under test");
     std::vector<std::byte> host(bytes_);
-    if (bytes_ > 0) cuda_ok(cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost), "to host");
+    if (bytes_ > 0)
+      cuda_ok(cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost), "to host");
     return host;
   }
 
@@ -66,7 +68,9 @@ class DeviceBytes {
 
 // The bulk values of a case come from a generator seeded by the case, so a failure replays
 // and shrinks over the shapes, not over thousands of elements.
-std::mt19937 gen_engine() { return std::mt19937(*rc::gen::arbitrary<std::uint32_t>()); }
+std::mt19937 gen_engine() {
+  return std::mt19937(*rc::gen::arbitrary<std::uint32_t>());
+}
 
 // Random bit patterns: every float, subnormals, infinities and NaN payloads included.
 std::vector<std::byte> random_bits(std::size_t bytes, std::mt19937& rng) {
@@ -75,7 +79,9 @@ std::vector<std::byte> random_bits(std::size_t bytes, std::mt19937& rng) {
   return b;
 }
 
-DType gen_dtype() { return *rc::gen::element(DType::f32, DType::f16, DType::bf16); }
+DType gen_dtype() {
+  return *rc::gen::element(DType::f32, DType::f16, DType::bf16);
+}
 
 struct Shape {
   std::int64_t B, S, H, d;
@@ -89,7 +95,9 @@ Shape gen_shape() {
 TensorView global_view(void* data, DType t, const Shape& s, bool bhsd) {
   return bhsd ? bhsd_view(data, t, s.B, s.H, s.S, s.d) : bshd_view(data, t, s.B, s.S, s.H, s.d);
 }
-std::size_t elements(const Shape& s) { return static_cast<std::size_t>(s.B * s.S * s.H * s.d); }
+std::size_t elements(const Shape& s) {
+  return static_cast<std::size_t>(s.B * s.S * s.H * s.d);
+}
 
 bool same(const std::vector<std::byte>& a, const std::vector<std::byte>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
@@ -169,8 +177,9 @@ TEST(RingDeviceOps, AddRowsMatchesTheHostBitForBit) {
     std::vector<std::byte> acc = gradient_values(elements(s), DType::f32, rng);
     const std::vector<std::byte> part = gradient_values(elements(s), part_t, rng);
     const DeviceBytes d_acc(acc), d_part(part);
-    ring::detail::add_rows(bshd_view(acc.data(), DType::f32, s.B, s.S, s.H, s.d),
-                           bshd_view(const_cast<std::byte*>(part.data()), part_t, s.B, s.S, s.H, s.d));
+    ring::detail::add_rows(
+        bshd_view(acc.data(), DType::f32, s.B, s.S, s.H, s.d),
+        bshd_view(const_cast<std::byte*>(part.data()), part_t, s.B, s.S, s.H, s.d));
     ring::device::add_rows(bshd_view(d_acc.get(), DType::f32, s.B, s.S, s.H, s.d),
                            bshd_view(d_part.get(), part_t, s.B, s.S, s.H, s.d), nullptr);
     RC_ASSERT(same_floats(d_acc.to_host(), acc));
@@ -190,8 +199,8 @@ TEST(RingDeviceOps, LseGatherAndScatterMatchTheHostBitForBit) {
     const DeviceBytes d_global(global), d_local(local);
     ring::detail::gather_lse(reinterpret_cast<const float*>(global.data()), g.B, g.H, g.S, begin,
                              rows, reinterpret_cast<float*>(local.data()));
-    ring::device::gather_lse(static_cast<const float*>(d_global.get()), g.B, g.H, g.S, begin,
-                             rows, static_cast<float*>(d_local.get()), nullptr);
+    ring::device::gather_lse(static_cast<const float*>(d_global.get()), g.B, g.H, g.S, begin, rows,
+                             static_cast<float*>(d_local.get()), nullptr);
     RC_ASSERT(same(d_local.to_host(), local));
 
     const std::vector<std::byte> back = random_bits(local.size(), rng);
@@ -240,10 +249,9 @@ TEST(RingDeviceOps, MergeMatchesTheHostWithinOneRoundingStep) {
     clear_merge(MergeTarget{O_host, reinterpret_cast<float*>(L.data())});
     {  // the device's clear gives the same bits
       const DeviceBytes d_O(random_bits(O.size(), rng)), d_L(random_bits(L.size(), rng));
-      ring::device::clear_merge(
-          MergeTarget{bshd_view(d_O.get(), DType::f32, s.B, s.S, s.H, s.d),
-                      static_cast<float*>(d_L.get())},
-          nullptr);
+      ring::device::clear_merge(MergeTarget{bshd_view(d_O.get(), DType::f32, s.B, s.S, s.H, s.d),
+                                            static_cast<float*>(d_L.get())},
+                                nullptr);
       RC_ASSERT(same(d_O.to_host(), O));
       RC_ASSERT(same(d_L.to_host(), L));
     }
@@ -262,11 +270,10 @@ TEST(RingDeviceOps, MergeMatchesTheHostWithinOneRoundingStep) {
       merge_into(MergeTarget{O_host, reinterpret_cast<float*>(L.data())},
                  bshd_view(const_cast<std::byte*>(part.data()), part_t, s.B, s.S, s.H, s.d),
                  reinterpret_cast<const float*>(L_part.data()));
-      ring::device::merge_into(
-          MergeTarget{bshd_view(d_O.get(), DType::f32, s.B, s.S, s.H, s.d),
-                      static_cast<float*>(d_L.get())},
-          bshd_view(d_part.get(), part_t, s.B, s.S, s.H, s.d),
-          static_cast<const float*>(d_L_part.get()), nullptr);
+      ring::device::merge_into(MergeTarget{bshd_view(d_O.get(), DType::f32, s.B, s.S, s.H, s.d),
+                                           static_cast<float*>(d_L.get())},
+                               bshd_view(d_part.get(), part_t, s.B, s.S, s.H, s.d),
+                               static_cast<const float*>(d_L_part.get()), nullptr);
       const std::vector<std::byte> dev_O = d_O.to_host(), dev_L = d_L.to_host();
       for (std::int64_t b = 0; b < s.B; ++b)
         for (std::int64_t q = 0; q < s.S; ++q)
@@ -336,7 +343,8 @@ TEST(RingDeviceTransport, MessagesArriveInOrderBitForBit) {
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
 }
 
 TEST(RingDeviceTransport, AReceiveOfTheWrongSizeIsAnErrorNamingBoth) {
@@ -395,8 +403,7 @@ TEST(RingDevice, FixedRankCountGivesIdenticalBits) {
   const bool ok = rc::check("ring<R>(cuda) twice: the same bits", [&] {
     const verify::VerifyCase c = *verify::gen_case(device_bounds());
     const auto ring = ring::make_ring_backend(cuda, *rc::gen::inRange(2, 5));
-    const verify::ProblemData data =
-        verify::make_problem_data(c.problem, verify::input_options(c));
+    const verify::ProblemData data = verify::make_problem_data(c.problem, verify::input_options(c));
     verify::RunOptions run;
     run.exec = verify::exec_options(c);
     run.layout = c.layout;

@@ -36,8 +36,7 @@ std::shared_ptr<const MessageStore> device_messages();
 class InProcessHub {
  public:
   // Throws InvalidArgument("ranks", ...) unless ranks >= 1, ("messages", ...) when null.
-  explicit InProcessHub(int ranks,
-                        std::shared_ptr<const MessageStore> messages = host_messages());
+  explicit InProcessHub(int ranks, std::shared_ptr<const MessageStore> messages = host_messages());
   ~InProcessHub();
   InProcessHub(const InProcessHub&) = delete;
   InProcessHub& operator=(const InProcessHub&) = delete;
