@@ -10,6 +10,9 @@ namespace detail {
 std::unique_ptr<RankMemory> device_memory(const DeviceRuntime&, void*) {
   throw Unsupported("ring: this build has no CUDA, so no ring over device memory");
 }
+std::function<void()> bind_to_current_device() {
+  throw Unsupported("ring: this build has no CUDA, so no ring over device memory");
+}
 }  // namespace detail
 
 std::shared_ptr<const MessageStore> device_messages() {

@@ -65,4 +65,9 @@ std::unique_ptr<RankMemory> memory_for(const Backend& inner, void* stream) {
   return device_memory(*runtime, stream);
 }
 
+std::function<void()> thread_setup_for(const Backend& inner) {
+  if (inner.memory_space() == MemorySpace::host) return [] {};
+  return bind_to_current_device();
+}
+
 }  // namespace flashref::ring::detail

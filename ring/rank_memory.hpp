@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -88,5 +89,13 @@ std::unique_ptr<RankMemory> host_memory();
 std::unique_ptr<RankMemory> device_memory(const DeviceRuntime& runtime, void* stream);
 // The memory that `inner`'s pointers live in: the rank's buffers go there too.
 std::unique_ptr<RankMemory> memory_for(const Backend& inner, void* stream);
+
+// What a rank's thread does first so that its calls reach the caller's memory: for a device
+// backend, make the calling thread's current CUDA device the new thread's (a new thread starts
+// on device 0); nothing for a host one. Call it on the calling thread.
+std::function<void()> thread_setup_for(const Backend& inner);
+// The device part of it: binds a thread to the current thread's device now. Throws
+// Unsupported when this build has no CUDA.
+std::function<void()> bind_to_current_device();
 
 }  // namespace flashref::ring::detail

@@ -1,6 +1,7 @@
 #include "flashref/ring/ring_backend.hpp"
 
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -8,6 +9,7 @@
 
 #include "flashref/error.hpp"
 #include "flashref/ring/in_process_transport.hpp"
+#include "rank_memory.hpp"
 
 namespace flashref::ring {
 namespace {
@@ -16,7 +18,9 @@ namespace {
 // aborts the hub, so no other rank waits for a message that will never come; its exception is
 // the one rethrown once every thread has joined.
 template <class Body>
-void run_ranks(int ranks, std::shared_ptr<const MessageStore> messages, const Body& rank_body) {
+void run_ranks(const Backend& inner, int ranks, std::shared_ptr<const MessageStore> messages,
+               const Body& rank_body) {
+  const std::function<void()> setup = detail::thread_setup_for(inner);
   InProcessHub hub(ranks, std::move(messages));
   std::mutex mutex;
   std::exception_ptr first;
@@ -25,6 +29,7 @@ void run_ranks(int ranks, std::shared_ptr<const MessageStore> messages, const Bo
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
+        setup();
         rank_body(hub.rank(r));
       } catch (...) {
         {
@@ -61,13 +66,15 @@ class RingBackend final : public Backend {
   void forward(const ForwardParams& params) const override {
     validate(params);
     require(params.problem);
-    run_ranks(ranks_, messages(), [&](Transport& t) { ring_forward_rank(*inner_, t, params); });
+    run_ranks(*inner_, ranks_, messages(),
+              [&](Transport& t) { ring_forward_rank(*inner_, t, params); });
   }
 
   void backward(const BackwardParams& params) const override {
     validate(params);
     require(params.problem);
-    run_ranks(ranks_, messages(), [&](Transport& t) { ring_backward_rank(*inner_, t, params); });
+    run_ranks(*inner_, ranks_, messages(),
+              [&](Transport& t) { ring_backward_rank(*inner_, t, params); });
   }
 
  private:

@@ -86,4 +86,11 @@ std::unique_ptr<RankMemory> device_memory(const DeviceRuntime& runtime, void* st
   return std::make_unique<DeviceMemory>(runtime, stream);
 }
 
+std::function<void()> bind_to_current_device() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  return
+      [device] { check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")"); };
+}
+
 }  // namespace flashref::ring::detail

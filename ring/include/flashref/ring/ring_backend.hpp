@@ -25,9 +25,8 @@ namespace flashref::ring {
 // `inner` must not be null, and ranks >= 1 (InvalidArgument otherwise). Named
 // "ring<R>(<inner>)", e.g. "ring4(cpu)". Its memory_space() and device_runtime() are the inner
 // backend's: calls on it take pointers to the whole problem's tensors in that memory (device
-// pointers of the current device for cuda; every rank's thread uses device 0 unless the
-// process's threads default elsewhere). Inner calls get num_threads / R OpenMP threads each
-// (at least 1) and the caller's stream.
+// pointers of the caller's current device for cuda, which every rank's thread then uses).
+// Inner calls get num_threads / R OpenMP threads each (at least 1) and the caller's stream.
 std::unique_ptr<Backend> make_ring_backend(std::shared_ptr<const Backend> inner, int ranks);
 // The name such a backend has: "ring<ranks>(<inner>)".
 std::string ring_backend_name(int ranks, const std::string& inner);
