@@ -139,6 +139,20 @@ __global__ void copy_rows_kernel(Rows src, std::int64_t src_begin, Rows dst, std
   }
 }
 
+// Whether a view is dense (B, S, H, d): element (b, s, h, i) at ((b S + s) H + h) d + i.
+bool dense(const Rows& v) {
+  return v.sh == v.d && v.ss == v.H * v.d && v.sb == v.S * v.H * v.d;
+}
+
+// acc += part over dense views of one shape: the partial gradients and their accumulators
+// (most of the backward's extra traffic), with no index arithmetic per element.
+__global__ void add_dense_kernel(float* acc, const float* part, std::int64_t total) {
+  for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    acc[t] = __fadd_rn(acc[t], part[t]);
+  }
+}
+
 __global__ void add_rows_kernel(Rows acc, Rows part) {
   const std::int64_t total = acc.B * acc.S * acc.H * acc.d;
   for (std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; t < total;
@@ -236,8 +250,13 @@ void scatter_rows(const TensorView& local, const TensorView& global, std::int64_
 void add_rows(const TensorView& acc, const TensorView& part, cudaStream_t stream) {
   const std::int64_t total = acc.batch * acc.seq * acc.heads * acc.dim;
   if (total == 0) return;
-  add_rows_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(rows_of(acc),
-                                                                        rows_of(part));
+  const Rows a = rows_of(acc), p = rows_of(part);
+  if (dense(a) && dense(p) && p.dtype == DType::f32) {
+    add_dense_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        static_cast<float*>(a.data), static_cast<const float*>(p.data), total);
+  } else {
+    add_rows_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(a, p);
+  }
   check(cudaGetLastError(), "add_rows_kernel launch");
 }
 
