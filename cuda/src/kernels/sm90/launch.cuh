@@ -80,7 +80,8 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   // Persistent: one block per multiprocessor (the registers allow no second one).
   const unsigned grid =
       T::kPersistent ? std::min(tiles, static_cast<unsigned>(sm_count())) : tiles;
-  const std::string label = kernel_label(T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma", element_name<Element>(), kD, T::kBlockM,
+  const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
+  const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM,
                                          T::kBlockN, T::kThreads, T::kSmemBytes);
   const auto kernel = kernels::sm90::fwd_wgmma_kernel<T>;
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
@@ -88,25 +89,21 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   check_cuda(cudaGetLastError(), label);
 }
 
-// O and L (Alg. 1): the configured forward, or the tuning variant asked for.
+// O and L (Alg. 1): the configured forward, or the tuning variant asked for (fwd90=1..3 at
+// d = 64, 2 at d = 128; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
-  if constexpr (kD == 64 && kTuningVariants) {
-    using kernels::sm90::FwdVariant64;
-    switch (tune().fwd90) {
-      case 1: return launch_fwd<kDtype, typename FwdVariant64<Element, 1>::Traits>(args, stream);
-      case 2: return launch_fwd<kDtype, typename FwdVariant64<Element, 2>::Traits>(args, stream);
-      case 3: return launch_fwd<kDtype, typename FwdVariant64<Element, 3>::Traits>(args, stream);
-      case 4: return launch_fwd<kDtype, typename FwdVariant64<Element, 4>::Traits>(args, stream);
-      case 5: return launch_fwd<kDtype, typename FwdVariant64<Element, 5>::Traits>(args, stream);
-      default: break;
-    }
-  } else if constexpr (kD == 128 && kTuningVariants) {
-    // The d = 64 alternatives 1-3 and 5 have no d = 128 form: d = 128 keeps its configuration.
-    if (tune().fwd90 == 4) {
-      return launch_fwd<kDtype, typename kernels::sm90::FwdVariant128Persistent<Element>::Traits>(
-          args, stream);
+  using kernels::sm90::FwdVariant;
+  if constexpr (kTuningVariants) {
+    const int v = tune().fwd90;
+    using Run10 = typename FwdVariant<Element, kD, 2>::Traits;
+    if (v == 2) return launch_fwd<kDtype, Run10>(args, stream);
+    if constexpr (kD == 64) {
+      using OneBlockPerTile = typename FwdVariant<Element, 64, 1>::Traits;
+      using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
+      if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
+      if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
