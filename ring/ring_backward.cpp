@@ -133,7 +133,7 @@ void ring_backward_rank(const Backend& inner, Transport& transport, const Backwa
     grads = next_gr;
     owner = next_owner;
     // The accumulators received carry the earlier ranks' sums; the buffer just sent is reused
-    // for the next receive, which overwrites it whole.
+    // for the next receive, which overwrites every byte the next block's layout reads.
   }
   // Each rank writes only its own dK, dV rows, as a rank of a distributed run holds only its
   // own shard: the block in hand must be back home.
