@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -66,6 +67,23 @@ void require_device_pointer(const void* p, const char* field) {
   }
 }
 
+// The kernels' mask: key k is visible to query q iff k <= q + offset. A placed block compares
+// global positions, q + q_offset against k + k_offset under the whole problem's mask, which is
+// the same test with the offsets folded in. It is clamped to [-S_q, S_k], which keeps every
+// row's visible keys (an offset past S_k shows every key to every row, one below -S_q none)
+// and fits int for any block of at most 2^31 rows.
+std::int64_t causal_offset(const Problem& p) {
+  std::int64_t offset = 0;
+  if (p.placement.placed()) {
+    const Placement& at = p.placement;
+    offset = at.q_offset - at.k_offset +
+             (p.mask == Mask::causal_bottom_right ? at.S_k_total - at.S_q_total : 0);
+  } else if (p.mask == Mask::causal_bottom_right) {
+    offset = p.S_k - p.S_q;
+  }
+  return std::clamp(offset, -p.S_q, p.S_k);
+}
+
 kernels::TensorArg arg(const TensorView& v) {
   return kernels::TensorArg{v.data, v.batch_stride, v.seq_stride, v.head_stride};
 }
@@ -87,7 +105,8 @@ kernels::AttnArgs make_args(const Params& params) {
   // log2(e) folded into the scale once, in double, then rounded: s' = S * scale * log2(e).
   a.scale_log2 = static_cast<float>(p.scale * 1.4426950408889634);
   a.causal = p.is_causal() ? 1 : 0;
-  a.causal_offset = p.mask == Mask::causal_bottom_right ? static_cast<int>(p.S_k - p.S_q) : 0;
+  a.causal_offset = static_cast<int>(causal_offset(p));
+  a.whole_rows = p.placement.placed() ? 0 : 1;
   a.grad_code = p.grad_dtype == DType::f32   ? kernels::kOutF32
                 : p.grad_dtype == DType::f16 ? kernels::kOutF16
                                              : kernels::kOutBF16;
@@ -162,15 +181,6 @@ class CudaBackend final : public Backend {
       validate(p);
     } catch (const InvalidArgument& e) {
       return no(std::string("invalid problem: ") + e.what());
-    }
-    // Partial attention (a placed block of a larger problem) is not wired into the kernels:
-    // their backward takes a row that sees one key as P = 1 exactly (sees_one_key), which holds
-    // for a whole row but not for a block's row, whose P comes from the whole row's L. The
-    // ring runs on the host backends until it is (docs/ring.md).
-    if (p.placement.placed()) {
-      return no(
-          "partial attention (a placed block, problem.placement) is not implemented on "
-          "cuda yet; the ring runs on the reference and cpu backends");
     }
     // What the family that would run it needs (the head dim's multiple; allow_tf32's limits are
     // checked when the options are known, in forward() and backward()).

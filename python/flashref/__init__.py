@@ -1,5 +1,6 @@
 """flashref from Python: judge an attention kernel's outputs and gradients against a float64
-gold (check), fuzz a kernel with shrinking (fuzz, check_function), and run flashref's own
+gold (check), find the first step where its states leave Algorithm 1 (trace_states,
+check(states=)), fuzz a kernel with shrinking (fuzz, check_function), and run flashref's own
 FlashAttention-2 backends on torch tensors (attention). See docs/python.md.
 
 The C++ library does the work (flashref._core, a nanobind extension); torch is optional."""
@@ -15,7 +16,8 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 from . import _core  # noqa: E402
 from ._check import check, reference  # noqa: E402
 from ._fuzz import FuzzResult, check_function, fuzz  # noqa: E402
-from ._report import Finding, Report, TensorVerdict  # noqa: E402
+from ._report import Divergence, Finding, Report, StatesVerdict, TensorVerdict  # noqa: E402
+from ._states import trace_states  # noqa: E402
 from . import testing  # noqa: E402
 
 __version__ = "0.1.0"
@@ -47,6 +49,7 @@ except ImportError as _torch_missing:  # pragma: no cover - depends on the machi
 
 
 __all__ = [
-    "check", "reference", "fuzz", "check_function", "attention", "FlashAttentionFunction",
-    "Report", "Finding", "TensorVerdict", "FuzzResult", "testing", "backends", "FINDING_CODES",
+    "check", "reference", "trace_states", "fuzz", "check_function", "attention",
+    "FlashAttentionFunction", "Report", "Finding", "TensorVerdict", "StatesVerdict", "Divergence",
+    "FuzzResult", "testing", "backends", "FINDING_CODES",
 ]

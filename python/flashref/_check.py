@@ -1,4 +1,5 @@
-"""flashref.check and flashref.reference: the judge and the gold on arrays from Python."""
+"""flashref.check and flashref.reference: the judge and the gold on arrays from Python (and,
+with states=, the judge of a kernel's per-step states: _states.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 from . import _core
 from ._arrays import Layout, dtype_name
 from ._report import Report
+from ._states import Select, select_arg, states_arg
 
 Tile = Optional[Union[int, Tuple[int, int]]]
 
@@ -51,7 +53,8 @@ def _precision(allow_tf32: bool, lse_dtype: Any) -> Tuple[bool, str]:
 def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = None,
           dq: Any = None, dk: Any = None, dv: Any = None, mask: str = "none",
           scale: Optional[float] = None, dtype: Any = None, allow_tf32: bool = False,
-          lse_dtype: Any = None, grad_dtype: Any = None, tile: Tile = None) -> Report:
+          lse_dtype: Any = None, grad_dtype: Any = None, tile: Tile = None, states: Any = None,
+          select: Select = None) -> Report:
     """Judges a kernel's outputs (o, lse) and gradients (dq, dk, dv, given do) against the
     float64 gold under flashref's rule, and diagnoses what failed.
 
@@ -62,10 +65,28 @@ def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = N
     q's). allow_tf32: the kernel's float32 products take TF32 inputs (Triton's tl.dot default).
     lse_dtype: the dtype L was stored in. grad_dtype: the gradients' dtype (default dtype).
     tile: the kernel's (B_q, B_k), to place the worst elements in its tiles.
+
+    states: the kernel's per-step states, judged step by step to find the first step where it
+    leaves Algorithm 1 (report.first_divergence): a dict with any of "m", "l", "acc" (numpy
+    arrays or torch tensors, any float dtype) or a folder holding m.npy, l.npy, acc.npy, in the
+    layout of trace_states. Needs tile. select: (b, h) or (b, h, i) when the states hold one
+    head (and one query tile).
     """
     layout = Layout(q)
     args = problem_args(mask, scale, dtype, grad_dtype)
     allow_tf32, lse_name = _precision(allow_tf32, lse_dtype)
+    # What `flashref check --states` refuses before reading anything.
+    if states is not None:
+        if tile is None:
+            raise ValueError("tile: states= needs your kernel's tiles: give tile=(B_q, B_k)")
+        if allow_tf32:
+            raise ValueError("allow_tf32: the states are judged against the cpu mirror, which "
+                             "has no TF32 products: drop allow_tf32=True or states=")
+        states = states_arg(states)
+    elif select is not None:
+        raise ValueError("select: select= says which part of the problem states= holds: give "
+                         "states=")
+    select_values = select_arg(select)
     tile_q, tile_k = tiles(tile)
     tensors: Dict[str, Any] = {}
     for name, x in (("o", o), ("dq", dq), ("dk", dk), ("dv", dv)):
@@ -75,7 +96,7 @@ def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = N
         tensors["lse"] = layout.lse(lse)
     core = _core.check(layout.tensor(q, "q"), layout.tensor(k, "k"), layout.tensor(v, "v"),
                        tensors, None if do is None else layout.tensor(do, "do"), args,
-                       allow_tf32, lse_name, tile_q, tile_k)
+                       allow_tf32, lse_name, tile_q, tile_k, states, list(select_values))
     return Report(core)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 # Keys of a finding's JSON that are not its evidence.
 _FINDING_KEYS = ("code", "tensors", "explanation")
@@ -56,8 +56,72 @@ class TensorVerdict:
 
 
 def _num(x: Any) -> float:
-    # The JSON writes non-finite numbers as null.
+    # The JSON writes non-finite numbers as null (the states' values as "nan", "inf", "-inf").
     return float("nan") if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first step (b, h, i, j) where the kernel's states leave Algorithm 1: the quantity
+    ("m", "l" or "acc"), the line of Algorithm 1 that computes it, the worst row (a query
+    index) and column of d (None for m and l) with the gold's value there (expected, in the
+    kernel's convention) and the kernel's (found), a known cause ("l_not_rescaled", ... or ""),
+    and the verdicts of every state given at this step and at the step before (j - 1)."""
+
+    b: int
+    h: int
+    i: int
+    j: int
+    quantity: str
+    line: int
+    formula: str
+    row: int
+    col: Optional[int]
+    expected: float
+    found: float
+    error: float   # max |found - gold| over the tile's rows
+    limit: float   # 2 * the baseline state's error + floor
+    ratio: float
+    cause: str
+    explanation: str
+    this_step: List[Dict[str, Any]] = field(default_factory=list)
+    previous_step: List[Dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, j: Dict[str, Any]) -> "Divergence":
+        return cls(int(j["b"]), int(j["h"]), int(j["i"]), int(j["j"]), j["quantity"],
+                   int(j["line"]), j["formula"], int(j["row"]),
+                   int(j["col"]) if "col" in j else None, _num(j["expected"]), _num(j["found"]),
+                   _num(j["candidate_err"]), _num(j["limit"]), _num(j["ratio"]), j["cause"],
+                   j["explanation"], list(j["this_step"]), list(j["previous_step"]))
+
+    def __str__(self) -> str:
+        where = f"row {self.row}" + (f", column {self.col}" if self.col is not None else "")
+        cause = f" [{self.cause}]" if self.cause else ""
+        return (f"b = {self.b}, h = {self.h}, query tile i = {self.i}, key tile j = {self.j}: "
+                f"{self.quantity}, Alg. 1 line {self.line}: {where}: expected {self.expected:.7g}, "
+                f"found {self.found:.7g}{cause}")
+
+
+@dataclass(frozen=True)
+class StatesVerdict:
+    """The judgement of a kernel's per-step states: passed, the conventions found (m in log2
+    units, acc normalized at every step), per quantity the steps judged and failed and the
+    worst step, and the first divergence (None when every state follows Algorithm 1)."""
+
+    passed: bool
+    tile: Tuple[int, int]
+    files: Tuple[str, ...]
+    conventions: Dict[str, Any]
+    quantities: Dict[str, Dict[str, Any]]
+    first_divergence: Optional[Divergence]
+
+    @classmethod
+    def from_json(cls, j: Dict[str, Any]) -> "StatesVerdict":
+        first = j["first_divergence"]
+        return cls(bool(j["passed"]), (int(j["B_q"]), int(j["B_k"])), tuple(j["files"]),
+                   dict(j["conventions"]), {q["quantity"]: dict(q) for q in j["quantities"]},
+                   Divergence.from_json(first) if first is not None else None)
 
 
 class Report:
@@ -68,13 +132,20 @@ class Report:
         self._dict: Dict[str, Any] = json.loads(core_report.json())
         d = self._dict
         self.passed: bool = bool(d["passed"])
+        # With states= alone no output is judged: no tensors, findings or precision.
         self.tensors: Dict[str, TensorVerdict] = {
-            t["tensor"]: TensorVerdict.from_json(t) for t in d["tensors"]}
-        self.findings: List[Finding] = [Finding.from_json(f) for f in d["findings"]]
+            t["tensor"]: TensorVerdict.from_json(t) for t in d.get("tensors", [])}
+        self.findings: List[Finding] = [Finding.from_json(f) for f in d.get("findings", [])]
         # Failed tensors no finding explains: where their wrong elements are.
         self.lead: List[Dict[str, Any]] = list(d.get("lead", []))
         self.problem: Dict[str, Any] = d["problem"]
-        self.precision: Dict[str, Any] = d["precision"]
+        self.precision: Dict[str, Any] = d.get("precision", {})
+        # The states given to check(states=): their verdict, and the first step where they
+        # leave Algorithm 1 (None when they follow it, or when no states were given).
+        self.states: Optional[StatesVerdict] = (
+            StatesVerdict.from_json(d["states"]) if "states" in d else None)
+        self.first_divergence: Optional[Divergence] = (
+            self.states.first_divergence if self.states is not None else None)
 
     @property
     def codes(self) -> List[str]:
@@ -87,7 +158,13 @@ class Report:
     def __repr__(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         codes = f" findings={self.codes}" if self.findings else ""
-        return f"<flashref.Report {verdict} tensors={list(self.tensors)}{codes}>"
+        states = ""
+        if self.states is not None:
+            f = self.first_divergence
+            states = (" states=" + ",".join(self.states.files) +
+                      (f" first_divergence=(b={f.b}, h={f.h}, i={f.i}, j={f.j}, {f.quantity})"
+                       if f is not None else ""))
+        return f"<flashref.Report {verdict} tensors={list(self.tensors)}{codes}{states}>"
 
     def to_dict(self) -> Dict[str, Any]:
         """The report as `flashref check --json` writes it (a fresh copy)."""

@@ -11,6 +11,7 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/check_report.hpp"
 #include "flashref/verify/gold.hpp"
+#include "flashref/verify/report.hpp"
 #include "flashref/verify/runner.hpp"
 #include "flashref/verify/tensor_set.hpp"
 #include "problem_args.hpp"
@@ -25,28 +26,37 @@ verify::Precision precision_of(bool allow_tf32, const std::string& lse_dtype) {
   return precision;
 }
 
+// `states`: None, a dict of the states' arrays or a folder (states.hpp), in the tiles and the
+// selection given; Python has refused what `flashref check --states` refuses before any file
+// is read (states without tile, with allow_tf32; select without states).
 CheckReport check(const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::dict& tensors,
                   const std::optional<AnyArray>& dO, const ProblemArgs& args, bool allow_tf32,
-                  const std::string& lse_dtype, std::int64_t tile_q, std::int64_t tile_k) {
+                  const std::string& lse_dtype, std::int64_t tile_q, std::int64_t tile_k,
+                  const nb::object& states, const std::vector<std::int64_t>& select) {
   const verify::Precision precision = precision_of(allow_tf32, lse_dtype);
-  if (tile_q < 1) throw InvalidArgument("tile", "B_q must be >= 1, got " + std::to_string(tile_q));
-  if (tile_k < 1) throw InvalidArgument("tile", "B_k must be >= 1, got " + std::to_string(tile_k));
+  const verify::StatesGrid grid = states_grid(tile_q, tile_k, select);
   verify::ProblemData data = problem_data(q, k, v, dO, args);
   const verify::TensorSet candidate = candidate_set(tensors, data.problem);
-  if (candidate.empty()) {
-    throw InvalidArgument("o", "nothing to check: give o (and lse, dq, dk, dv)");
+  if (candidate.empty() && states.is_none()) {
+    throw InvalidArgument("o", "nothing to check: give o (and lse, dq, dk, dv), or states=");
   }
   const bool gradients = candidate.has(verify::TensorId::dQ) ||
                          candidate.has(verify::TensorId::dK) || candidate.has(verify::TensorId::dV);
   if (gradients && data.dO.empty()) {
     throw InvalidArgument("do", "checking dq, dk or dv needs do, the gradient of O");
   }
+  // Every file read and checked before any work.
+  std::optional<StatesInput> states_input;
+  if (!states.is_none()) states_input = read_states_arg(data, grid, states);
   CheckReport report;
   report.problem = data.problem;
   {
     // The judge is C++ through and through (OpenMP inside): other Python threads may run.
     nb::gil_scoped_release release;
-    report.result = verify::check_candidate(data, candidate, tile_q, tile_k, precision);
+    if (!candidate.empty()) {
+      report.result = verify::check_candidate(data, candidate, tile_q, tile_k, precision);
+    }
+    if (states_input) report.states = judge_states(data, *states_input);
   }
   return report;
 }
@@ -83,6 +93,38 @@ nb::dict reference(const AnyArray& q, const AnyArray& k, const AnyArray& v,
 
 }  // namespace
 
+bool CheckReport::passed() const {
+  return result.passed() && (!states || states->report.passed());
+}
+
+// Assembled as cmd_check.cpp does: the outputs' table without its verdict, the states, one
+// verdict.
+std::string CheckReport::table() const {
+  std::string text;
+  if (!result.tensors.empty()) {
+    text = verify::format_check(problem, result);
+    if (states) text.erase(text.rfind("\nresult: "));
+  } else {
+    text = "problem: " + describe(problem) + "\n";
+  }
+  if (states) {
+    text += "\n" + states_text(*states);
+    text += std::string("\nresult: ") + (passed() ? "PASS" : "FAIL") + "\n";
+  }
+  return text;
+}
+
+nlohmann::json CheckReport::json() const {
+  nlohmann::json j = !result.tensors.empty()
+                         ? verify::to_json(problem, result)
+                         : nlohmann::json{{"command", "check"},
+                                          {"problem", verify::to_json(problem)},
+                                          {"dtype", std::string(dtype_name(problem.dtype))}};
+  if (states) add_states_json(j, *states);
+  j["passed"] = passed();
+  return j;
+}
+
 verify::TensorSet candidate_set(const nb::dict& tensors, const Problem& p) {
   constexpr verify::TensorId ids[] = {verify::TensorId::O, verify::TensorId::L,
                                       verify::TensorId::dQ, verify::TensorId::dK,
@@ -113,10 +155,9 @@ void bind_check(nb::module_& m) {
       .def_rw("dtype", &ProblemArgs::dtype)
       .def_rw("grad_dtype", &ProblemArgs::grad_dtype);
   nb::class_<CheckReport>(m, "CheckReport", "A judged candidate (flashref.Report wraps it).")
-      .def_prop_ro("passed", [](const CheckReport& r) { return r.result.passed(); })
-      .def("table", [](const CheckReport& r) { return verify::format_check(r.problem, r.result); },
-           "The report as `flashref check` prints it.")
-      .def("json", [](const CheckReport& r) { return verify::to_json(r.problem, r.result).dump(); },
+      .def_prop_ro("passed", &CheckReport::passed)
+      .def("table", &CheckReport::table, "The report as `flashref check` prints it.")
+      .def("json", [](const CheckReport& r) { return r.json().dump(); },
            "The report as `flashref check --json` prints it.");
   m.def("finding_codes", [] {
         std::vector<std::string> codes;
@@ -125,8 +166,8 @@ void bind_check(nb::module_& m) {
       }, "The stable codes of the diagnosis' findings.");
   m.def("check", &check, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tensors"),
         nb::arg("do_").none(), nb::arg("args"), nb::arg("allow_tf32"), nb::arg("lse_dtype"),
-        nb::arg("tile_q"), nb::arg("tile_k"),
-        "Judges a candidate's tensors (canonical 4-D layout) against the gold.");
+        nb::arg("tile_q"), nb::arg("tile_k"), nb::arg("states").none(), nb::arg("select"),
+        "Judges a candidate's tensors (canonical 4-D layout) and states against the gold.");
   m.def("reference", &reference, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("do_").none(),
         nb::arg("args"), nb::arg("allow_tf32"),
         "The gold (float64) and the baseline (float32 values) of a problem.");

@@ -2,16 +2,27 @@
 // the gold and baseline, on arrays from Python.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include <nanobind/nanobind.h>
+#include <nlohmann/json.hpp>
 
 #include "flashref/verify/check.hpp"
+#include "states.hpp"
 
 namespace flashref::python {
 
-// A judged candidate: the problem and the CheckResult, with the CLI's table and JSON.
+// A judged candidate: the problem, the CheckResult of its outputs (no tensors when only
+// states were given) and its judged states, with the CLI's table and JSON.
 struct CheckReport {
   Problem problem;
   verify::CheckResult result;
+  std::optional<StatesPart> states = std::nullopt;
+
+  bool passed() const;
+  std::string table() const;   // as `flashref check` prints it
+  nlohmann::json json() const;  // as `flashref check --json` prints it
 };
 
 // Tensors of a candidate or of the reference, keyed by the CLI's names: "o", "lse", "dq", "dk",

@@ -6,10 +6,12 @@
 #include "attention.hpp"
 #include "check.hpp"
 #include "fuzz.hpp"
+#include "states.hpp"
 
 NB_MODULE(_core, m) {
-  m.doc() = "flashref's C++ library: the judge, the fuzz driver and the backends.";
+  m.doc() = "flashref's C++ library: the judge, the states, the fuzz driver and the backends.";
   flashref::python::bind_check(m);
+  flashref::python::bind_states(m);
   flashref::python::bind_fuzz(m);
   flashref::python::bind_attention(m);
 }

@@ -6,7 +6,7 @@ H; `mask` is flashref's ('none', 'causal', 'causal-bottom-right')."""
 from __future__ import annotations
 
 import math
-from typing import FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 import numpy as np
 
@@ -21,18 +21,34 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return r.astype(np.uint32).view(F32)
 
 
-def _visible(mask: str, S_q: int, S_k: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+def _visible(mask: str, S_q: int, S_k: int, i: np.ndarray, j: np.ndarray,
+             strict: bool = False) -> np.ndarray:
     if mask == "none":
         return np.ones((len(i), len(j)), dtype=bool)
     shift = 0 if mask == "causal" else S_k - S_q
+    if strict:  # the diagonal mistake: a query does not see its own key
+        return j[None, :] < i[:, None] + shift
     return j[None, :] <= i[:, None] + shift
+
+
+def empty_states(B: int, H: int, S_q: int, S_k: int, d: int, tile_q: int,
+                 tile_k: int) -> Dict[str, np.ndarray]:
+    """The states layout (docs/checking-your-kernel.md, section 7) filled with NaN: what a
+    kernel never stores stays visibly unset."""
+    T_q, T_k = -(-S_q // tile_q), -(-S_k // tile_k)
+    return {"m": np.full((B, H, T_q, T_k, tile_q), np.nan, F32),
+            "l": np.full((B, H, T_q, T_k, tile_q), np.nan, F32),
+            "acc": np.full((B, H, T_q, T_k, tile_q, d), np.nan, F32)}
 
 
 def flash_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: str = "none",
                   scale: Optional[float] = None, tile_q: int = 16, tile_k: int = 16,
-                  mistakes: FrozenSet[str] = frozenset()) -> Tuple[np.ndarray, np.ndarray]:
+                  mistakes: FrozenSet[str] = frozenset(),
+                  states: Optional[Dict[str, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
     """O (q's dtype) and L (float32, (B, H, S_q)) by Algorithm 1 over tiles of tile_q query
-    rows and tile_k key rows, with the named mistakes."""
+    rows and tile_k key rows, with the named mistakes. Given `states` (empty_states's arrays),
+    stores m, l and acc after each key tile into them, as a kernel debugged with
+    `check(states=)` does."""
     B, H, S_q, d = q.shape
     H_kv, S_k = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(d) if scale is None else scale
@@ -73,7 +89,7 @@ def flash_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: str = "none
                 for j0 in range(0, key_end, T_k):
                     j = np.arange(j0, min(keys, j0 + T_k))
                     S = (Qi @ op(kf[b, hk, j]).T).astype(F32) * F32(scale)
-                    seen = _visible(mask, S_q, S_k, i, j)
+                    seen = _visible(mask, S_q, S_k, i, j, strict="diagonal_strict" in mistakes)
                     if "diagonal_tiles" in mistakes and mask != "none":
                         # A tile crossing the diagonal is treated as fully visible.
                         if seen.any() and not seen.all():
@@ -90,9 +106,16 @@ def flash_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: str = "none
                         none = np.isneginf(m_new)
                         alpha = np.where(none, F32(1), alpha)
                         P = np.where(none[:, None], F32(0), P)
-                    l = (alpha * l + P.sum(axis=1)).astype(F32)
+                    if "l_not_rescaled" in mistakes:
+                        l = (l + P.sum(axis=1)).astype(F32)  # line 12 without exp(m_old - m)
+                    else:
+                        l = (alpha * l + P.sum(axis=1)).astype(F32)
                     acc = (alpha[:, None] * acc + op(P.astype(F32)) @ op(vf[b, hk, j])).astype(F32)
                     m = m_new.astype(F32)
+                    if states is not None:
+                        r = len(i)
+                        at = (b, h, i0 // tile_q, j0 // T_k)
+                        states["m"][at][:r], states["l"][at][:r], states["acc"][at][:r] = m, l, acc
                 with np.errstate(invalid="ignore", divide="ignore"):
                     if "unnormalized" in mistakes:
                         o = acc

@@ -3,14 +3,19 @@
 // queries against each block, and merges the blocks' O and L by logsumexp in the given order.
 // Its backward runs the inner backward on each block with the merged O and L (so P and D are
 // the whole problem's), sums the blocks' dQ in float32 in the same order, and writes each
-// block's dK, dV rows. It is judged by verify_backends like any backend.
+// block's dK, dV rows. It is judged by verify_backends like any backend. gen_split draws the
+// blocks and the order for the property tests (the cpu ones and tests/cuda/ring_test.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <rapidcheck.h>
 
 #include "flashref/backend.hpp"
 #include "flashref/merge.hpp"
@@ -30,6 +35,22 @@ inline std::string describe(const KeySplit& s) {
   o << ", merged in order";
   for (std::size_t i = 0; i < s.order.size(); ++i) o << (i ? "," : " ") << s.order[i];
   return o.str();
+}
+
+// 1..6 blocks of random sizes (cut points drawn in 1..S_k-1), and a random merge order.
+KeySplit gen_split(std::int64_t S_k) {
+  const int cuts = *rc::gen::inRange<int>(0, static_cast<int>(std::min<std::int64_t>(S_k, 6)));
+  std::vector<std::int64_t> bounds{0, S_k};
+  for (int c = 0; c < cuts; ++c) bounds.push_back(*rc::gen::inRange<std::int64_t>(1, S_k));
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  const std::size_t n = bounds.size() - 1;
+  const auto keys = *rc::gen::container<std::vector<int>>(n, rc::gen::arbitrary<int>());
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  return KeySplit{bounds, order};
 }
 
 class SplitKeysBackend final : public Backend {

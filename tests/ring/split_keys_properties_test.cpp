@@ -6,9 +6,6 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include <algorithm>
-#include <numeric>
-
 #include "flashref/verify/report.hpp"
 #include "flashref/verify/verification.hpp"
 #include "property_support.hpp"
@@ -18,22 +15,6 @@ namespace flashref::ring::testing {
 namespace {
 
 using verify::VerifyCase;
-
-// 1..6 blocks of random sizes (cut points drawn in 1..S_k-1), and a random merge order.
-KeySplit gen_split(std::int64_t S_k) {
-  const int cuts = *rc::gen::inRange<int>(0, static_cast<int>(std::min<std::int64_t>(S_k, 6)));
-  std::vector<std::int64_t> bounds{0, S_k};
-  for (int c = 0; c < cuts; ++c) bounds.push_back(*rc::gen::inRange<std::int64_t>(1, S_k));
-  std::sort(bounds.begin(), bounds.end());
-  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-  const std::size_t n = bounds.size() - 1;
-  const auto keys = *rc::gen::container<std::vector<int>>(n, rc::gen::arbitrary<int>());
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
-  return KeySplit{bounds, order};
-}
 
 RC_GTEST_PROP(SplitKeys, MergedBlocksPassTheRuleAgainstTheWholeProblem, ()) {
   verify::CaseBounds bounds;

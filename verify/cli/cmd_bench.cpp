@@ -84,7 +84,7 @@ int run_bench(const BenchSettings& s) {
   const bool ring = s.ranks_opt->count() > 0;
   const int ranks = ring ? checked_ranks(s.ranks) : 0;
   const std::vector<std::string> names =
-      ring ? ring_backends(s.problem) : s.problem.backends(fallback);
+      s.problem.backends(fallback);
   // Before any work: every point must fit in memory on every backend (feasibility.hpp).
   for (const verify::SweepPoint& point : points) {
     for (const std::string& name : names) {

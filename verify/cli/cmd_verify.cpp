@@ -46,8 +46,7 @@ int run_verify(const VerifySettings& s) {
 
   const bool ring = s.ranks_opt->count() > 0;
   c.ranks = ring ? checked_ranks(s.ranks) : 0;
-  const std::vector<std::string> backends =
-      ring ? ring_backends(s.problem) : s.problem.backends(backend_names());
+  const std::vector<std::string> backends = s.problem.backends(backend_names());
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
   require_memory("--shape", c.problem, judge_need(c.problem, c.backward, c.threads));
   // An explicitly requested backend that cannot run this problem is a usage error; by default

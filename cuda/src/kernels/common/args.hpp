@@ -36,7 +36,11 @@ struct AttnArgs {
   float scale = 1.0f;     // softmax scale
   float scale_log2 = 1;   // scale * log2(e): scores go to the log2 domain in one multiply
   int causal = 0;         // 0: no mask; 1: key k visible to query q iff k <= q + causal_offset
-  int causal_offset = 0;  // 0 for top-left, S_k - S_q for bottom-right
+  int causal_offset = 0;  // 0 for top-left, S_k - S_q for bottom-right; a placed block's:
+                          // its global offsets folded in (backend.cpp, placed_causal_offset)
+  // 1 when each query row's keys are all here (a whole problem); 0 for a placed block, whose
+  // rows may see keys of other blocks, so a row seeing one key here is not P = 1.
+  int whole_rows = 1;
   int grad_code = kOutF32;
 };
 

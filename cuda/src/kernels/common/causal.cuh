@@ -25,8 +25,16 @@ __device__ __forceinline__ int64_t first_seeing_query(const AttnArgs& args, int 
 // L's rounding (relative 1e-5 for the scores of large inputs), and the recomputation form
 // P (dP - D) would leave the rounding difference between dP (a product of the kernel) and D
 // (a sum of the preprocess) where the true gradient is 0.
+// Only a whole row (args.whole_rows): a placed block's row may see keys of other blocks.
 __device__ __forceinline__ bool sees_one_key(const AttnArgs& args, int64_t q) {
-  return args.S_k == 1 || (args.causal && q + args.causal_offset == 0);
+  return args.whole_rows && (args.S_k == 1 || (args.causal && q + args.causal_offset == 0));
+}
+
+// Whether query tile [m0, m0 + rows) holds a row that sees one key (sees_one_key), for the
+// kernels that check the rows of such a tile only.
+__device__ __forceinline__ bool tile_has_single_key_row(const AttnArgs& args, int m0, int rows) {
+  return args.whole_rows && (args.S_k == 1 || (args.causal && -args.causal_offset >= m0 &&
+                                               -args.causal_offset < m0 + rows));
 }
 
 }  // namespace flashref::cuda::kernels

@@ -100,9 +100,10 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
                 kernel_label(name, element, kD, T::kBlockM, T::kBlockN, T::kThreads, smem));
 }
 
-// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,f32=N,f32bwd=N" picks the rejected
-// d = 64 alternatives of kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1,
-// dkdv 1-2), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the
+// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N" picks the
+// rejected d = 64 alternatives of kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1,
+// dkdv 1-2), those of the sm90 forward (fwd90 1-3, kernels/sm90/configs.hpp), the
+// float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the
 // backward too; kernels/ffma/configs.hpp) and the float32 backward's version (f32bwd: 0 paired
 // lanes, 1 plain). Read once; unknown keys and values fall back to 0.
 //
@@ -117,7 +118,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 inline constexpr bool kTuningVariants = FLASHREF_CUDA_TUNING_VARIANTS != 0;
 
 struct Tune {
-  int fwd = 0, dq = 0, dkdv = 0, f32 = 0, f32bwd = 0;
+  int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -133,6 +134,7 @@ inline const Tune& tune() {
       out = v >= 0 && v <= max ? v : 0;
     };
     read("fwd", r.fwd, 3);
+    read("fwd90", r.fwd90, 3);
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
@@ -140,7 +142,7 @@ inline const Tune& tune() {
     return r;
   }();
   if constexpr (!kTuningVariants) {
-    if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || t.f32 == 2 || t.f32bwd != 0) {
+    if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || t.fwd90 != 0 || t.f32 == 2 || t.f32bwd != 0) {
       throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
                         std::getenv("FLASHREF_CUDA_TUNE") +
                         "\" asks for a tuning variant, and this build has none compiled (they "

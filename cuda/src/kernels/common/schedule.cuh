@@ -26,6 +26,15 @@ struct QueryTileSchedule {
     const int m_block =
         static_cast<int>(gridDim.x / bh_count) - 1 - static_cast<int>(blockIdx.x / bh_count);
     const int bh = blockIdx.x % bh_count;
+    set(args, m_block, bh);
+  }
+  // Tile `index` of the m_blocks * B * H in the same order, for a block that loops over tiles.
+  __device__ __forceinline__ QueryTileSchedule(const AttnArgs& args, int index, int m_blocks) {
+    const int bh_count = args.B * args.H;
+    set(args, m_blocks - 1 - index / bh_count, index % bh_count);
+  }
+
+  __device__ __forceinline__ void set(const AttnArgs& args, int m_block, int bh) {
     b = bh / args.H;
     h = bh % args.H;
     h_kv = h / args.group;

@@ -198,8 +198,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       // Line 12. Queries past S_q have L' = +inf in the workspace: P = 0 with no compare.
       const bool needs_mask =
           args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
-      const bool has_single = args.S_k == 1 || (args.causal && -args.causal_offset >= m0 &&
-                                                -args.causal_offset < m0 + kBlockM);
+      const bool has_single = tile_has_single_key_row(args, m0, kBlockM);
       p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + lane_row, m0, t);
       uint32_t p_frag[kBlockM / 16][4];
       pack(p_frag, acc_s);

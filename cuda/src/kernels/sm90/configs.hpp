@@ -12,23 +12,49 @@ namespace flashref::cuda::kernels::sm90 {
 template <typename Element, int kD>
 struct FwdConfig;
 
-// d = 64: two consumers (B_q = 128), two stages, ping-pong, pipelined: 1.530 ms on the
-// leaderboard (B1 H16 S16384 causal; cuDNN 1.247, FA2 1.973); without ping-pong 1.640; the
-// same roles unpipelined 1.742. Rejected for now: three consumers (B_q = 192) ran 1.386 ms but
-// spill 16 bytes (512 threads cap ptxas at 128 registers before setmaxnreg raises them to 160);
-// the next step is to make it fit (B_k = 96 or 112 shrinks S and P~ by a quarter).
+// d = 64: three consumers (B_q = 192), three stages, B_k = 112, ping-pong, pipelined, on a
+// persistent grid. Run 11 (bench/results/2026-12-01-h200-run11, medians of 20, two rounds,
+// leaderboard = B1 H16 S16384 causal; cuDNN 1.243 in run 10c): two consumers at B_k = 128 (run
+// 10's choice) 1.520-1.533 ms; three consumers need B_k below 128 to fit their 160 registers
+// (16 bytes spilled at 128, none at 112 or 96): with two stages 1.411-1.425 (B_k = 112) and
+// 1.481-1.489 (96), with three stages at 112 1.298-1.310. The persistent grid (a block per
+// multiprocessor looping over tiles, fwd.cuh) took FlashAttention-3's grid at S = 1k from
+// 0.339 to 0.296 ms with two consumers and left the leaderboard within 1.5% (1.498-1.506).
+// Run 11b times this combination against its parts (fwd90=1..3).
 template <typename Element>
 struct FwdConfig<Element, 64> {
-  using Traits = FwdTraits<Element, 64, 2, 2, true>;
+  using Traits = FwdTraits<Element, 64, 3, 3, true, 112, true>;
+};
+
+// The alternatives FLASHREF_CUDA_TUNE fwd90=N picks (compiled with
+// FLASHREF_CUDA_TUNING_VARIANTS), for the run that compares them with the kept one:
+//   1: the kept d = 64 tiles on a grid of one block per tile;
+//   2: run 10's choice (two consumers, two stages, B_k = 128, a block per tile), at d = 64 and
+//      128;
+//   3: the kept d = 64 configuration with four stages.
+template <typename Element, int kD, int kVariant>
+struct FwdVariant;
+template <typename Element>
+struct FwdVariant<Element, 64, 1> {
+  using Traits = FwdTraits<Element, 64, 3, 3, true, 112, false>;
+};
+template <typename Element, int kD>
+struct FwdVariant<Element, kD, 2> {
+  using Traits = FwdTraits<Element, kD, 2, 2, true, 128, false>;
+};
+template <typename Element>
+struct FwdVariant<Element, 64, 3> {
+  using Traits = FwdTraits<Element, 64, 3, 4, true, 112, true>;
 };
 
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two
-// stages (a third does not fit beside Q in 227 KB), ping-pong, pipelined: 2.213 ms (B1 H16
-// S16384 causal; cuDNN 1.900, FA2 3.400). Without ping-pong 2.385; unpipelined 2.08-2.28 (the
-// spread of two processes: at d = 128 the choice is within noise, to be timed again by bench).
+// stages (a third does not fit beside Q in 227 KB), ping-pong, pipelined, on a persistent grid.
+// Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the
+// persistent grid 1.971-1.986 against 1.992-2.006 for a block per tile, and 0.429-0.430
+// against 0.468 at S = 1k (FlashAttention-3's grid).
 template <typename Element>
 struct FwdConfig<Element, 128> {
-  using Traits = FwdTraits<Element, 128, 2, 2, true>;
+  using Traits = FwdTraits<Element, 128, 2, 2, true, 128, true>;
 };
 
 // The backward's two passes (dQ; dK and dV): three stages in both, and at d = 64 the dQ pass

@@ -1,11 +1,14 @@
-// Forward pass on Hopper (sm_90a): Algorithm 1 for one query tile per thread block, on wgmma,
-// with the tiles brought by the TMA and the block split by role (FlashAttention-3's structure).
+// Forward pass on Hopper (sm_90a): Algorithm 1 on wgmma, with the tiles brought by the TMA and
+// the block split by role (FlashAttention-3's structure).
 //
-// Grid: one block per (query tile, head, batch), longest query tiles first (QueryTileSchedule).
+// Grid: one block per (query tile, head, batch), longest query tiles first (QueryTileSchedule),
+// or with kPersistent one block per multiprocessor that loops over query tiles (tile_of_round).
 // Warpgroup 0 is the producer: after lending its registers (setmaxnreg), one thread loads Q_i
-// and then, for each key tile j and stage s = j mod kStages, waits for s to be empty and loads
-// K_j and V_j into it, each completing on its own "full" mbarrier. Warpgroups 1..kConsumers are
-// the consumers, each owning 64 query rows; they wait on "full" and arrive on "empty".
+// (once the consumers have released the previous tile's) and then, for each key tile j and
+// stage s (the block's running count of K/V loads mod kStages), waits for s to be empty and
+// loads K_j and V_j into it, each completing on its own "full" mbarrier. Warpgroups
+// 1..kConsumers are the consumers, each owning 64 query rows; they wait on "full" and arrive on
+// "empty", and release Q once the tile's last S has landed.
 //
 // A consumer, per key tile j (walked from the last to the first, so the masked tiles come
 // first), with the products pipelined so that the softmax runs under a product:
@@ -30,28 +33,33 @@
 
 namespace flashref::cuda::kernels::sm90 {
 
-template <typename Element_, int kD_, int kConsumers_, int kStages_, bool kPingPong_>
+template <typename Element_, int kD_, int kConsumers_, int kStages_, bool kPingPong_,
+          int kBlockN_ = 128, bool kPersistent_ = false>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kD = kD_;                // compiled head dim (d <= kD; TMA zero-fills)
   static constexpr int kConsumers = kConsumers_;  // warpgroups of 64 query rows
   static constexpr int kStages = kStages_;      // K/V stages in shared memory
   static constexpr bool kPingPong = kPingPong_;
+  // A grid of one block per multiprocessor, each looping over query tiles (the next tile's Q
+  // and K/V load under the current one's last product and epilogue), or one block per tile.
+  static constexpr bool kPersistent = kPersistent_;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
-  static constexpr int kBlockN = 128;              // B_k
+  static constexpr int kBlockN = kBlockN_;         // B_k: 128, or 96 / 112 (smaller S, P~)
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
-  // per stage).
-  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (1 + 3 * kStages);
+  // per stage; Q empty).
+  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (2 + 3 * kStages);
   // Registers per thread after setmaxnreg (multiples of 8 that fill the 64K): the producer
   // keeps few, the consumers take the rest.
   static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 24;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
   static_assert(kD % kBlockCols == 0, "the sm90 forward is compiled for d = 64 and 128");
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 128, "B_k: a multiple of 16, at most 128");
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -100,6 +108,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                      const __grid_constant__ CUtensorMap tmap_v, const AttnArgs args) {
   using Element = typename T::Element;
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kStages = T::kStages;
+  using Schedule = QueryTileSchedule<kBlockM, kBlockN>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + kSwizzleAtom - 1) & ~uint32_t(kSwizzleAtom - 1);
   const uint32_t sQ = base;
@@ -109,21 +118,24 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto bar_k = [&](int st) { return bar_q + 8 * (1 + st); };
   auto bar_v = [&](int st) { return bar_q + 8 * (1 + kStages + st); };
   auto bar_empty = [&](int st) { return bar_q + 8 * (1 + 2 * kStages + st); };
+  const uint32_t bar_q_empty = bar_q + 8 * (1 + 3 * kStages);
+
+  // The block's query tiles: blockIdx.x, then (a persistent grid, smaller than the tile count)
+  // one per round of gridDim.x, every other round walked backwards. The tiles are numbered
+  // longest first (Schedule), so the snake pairs a block's long tile of one round with a short
+  // one of the next and the blocks' totals stay level. One block per tile: one round.
+  const int m_blocks = ceil_div(args.S_q, kBlockM);
+  const int tiles = m_blocks * args.B * args.H;
+  auto tile_of_round = [&](int r) {
+    const int blocks = static_cast<int>(gridDim.x), x = static_cast<int>(blockIdx.x);
+    return r * blocks + ((r & 1) ? blocks - 1 - x : x);
+  };
+  auto key_tiles_end = [&](const Schedule& tile) {
+    const int n_blocks = ceil_div(args.S_k, kBlockN);
+    return args.causal ? tile.causal_key_tiles_end(args, n_blocks) : n_blocks;
+  };
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
-  const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
-  int n_end = ceil_div(args.S_k, kBlockN);
-  if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
-
-  Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
-  float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
-  if (n_end == 0) {  // no row of the tile sees a key: O = 0, L = -inf
-    write_fully_masked_tile<kBlockM, kD, T::kThreads>(o_tile, args.o.row_stride, lse_rows,
-                                                      rows_valid, args.d, tid);
-    return;
-  }
-
   if (tid == 0) {
     mbar_init(bar_q, 1);
     for (int st = 0; st < kStages; ++st) {
@@ -131,6 +143,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(bar_v(st), 1);
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
+    mbar_init(bar_q_empty, 128 * T::kConsumers);
     mbar_init_fence();
   }
   __syncthreads();
@@ -138,27 +151,36 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (wg == 0) {  // the producer
     setmaxnreg_dec<T::kProducerRegs>();
     if (tid == 0) {
-      // Alg. 1 line 5: load Q_i.
-      mbar_expect_tx(bar_q, T::kQBytes);
-#pragma unroll
-      for (int cb = 0; cb < T::kColBlocks; ++cb)
-        tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kBlockCols, row0, h,
-                    b);
-      // Line 8, for every key tile, into the next free stage.
-      int it = 0;
-      for (int n = n_end - 1; n >= 0; --n, ++it) {
-        const int st = it % kStages;
-        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
-        mbar_expect_tx(bar_k(st), T::kKVBytes);
-#pragma unroll
-        for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k(st),
-                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
-        mbar_expect_tx(bar_v(st), T::kKVBytes);
+      int it = 0, q_loads = 0;  // K/V stage uses and Q loads, over the block's tiles
+      for (int r = 0;; ++r) {
+        const int index = tile_of_round(r);
+        if (index >= tiles) break;
+        const Schedule tile(args, index, m_blocks);
+        const int n_end = key_tiles_end(tile);
+        if (n_end == 0) continue;  // the consumers write it; nothing to load
+        // Alg. 1 line 5: load Q_i, once the consumers are done with the previous tile's.
+        mbar_wait(bar_q_empty, (q_loads & 1) ^ 1);
+        ++q_loads;
+        mbar_expect_tx(bar_q, T::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v(st),
-                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
+          tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kBlockCols,
+                      tile.row0, tile.h, tile.b);
+        // Line 8, for every key tile, into the next free stage.
+        for (int n = n_end - 1; n >= 0; --n, ++it) {
+          const int st = it % kStages;
+          mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
+          mbar_expect_tx(bar_k(st), T::kKVBytes);
+#pragma unroll
+          for (int cb = 0; cb < T::kColBlocks; ++cb)
+            tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k(st),
+                        cb * kBlockCols, n * kBlockN, tile.h_kv, tile.b);
+          mbar_expect_tx(bar_v(st), T::kKVBytes);
+#pragma unroll
+          for (int cb = 0; cb < T::kColBlocks; ++cb)
+            tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v(st),
+                        cb * kBlockCols, n * kBlockN, tile.h_kv, tile.b);
+        }
       }
     }
     return;
@@ -168,18 +190,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
-  // Keys < limit are visible to the thread's two rows.
-  int limit[2];
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int64_t last = static_cast<int64_t>(row0 + r_lo + hf * 8) + args.causal_offset;
-    limit[hf] = args.causal ? static_cast<int>(max64(0, min64(args.S_k, last + 1))) : args.S_k;
-  }
-  // Only tiles that cross the diagonal or the end of the keys compare indices.
-  auto needs_mask = [&](int n0) {
-    return n0 + kBlockN > args.S_k ||
-           (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
-  };
   auto issue_s = [&](float (&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
@@ -209,98 +219,135 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int e = 0; e < 4; ++e)
         p[kk][e] = pack_pair<Element>(acc_s[8 * kk + 2 * e], acc_s[8 * kk + 2 * e + 1]);
   };
-  // Ping-pong: consumer c issues its products after barrier 1 + c, then lets the next go (the
-  // last one skips its final signal, which no consumer would wait for).
+  // Ping-pong: consumer c issues its products after barrier 1 + c, then lets the next go. The
+  // chain runs on across the block's tiles (every consumer takes the same turns), and the
+  // last consumer's final signal is taken by consumer 0 after its last tile.
   auto take_turn = [&]() {
     if constexpr (T::kPingPong) named_bar_sync(1 + c, 256);
   };
-  auto pass_turn = [&](int n) {
-    if constexpr (T::kPingPong) {
-      if (!(c == T::kConsumers - 1 && n == 0)) named_bar_arrive(1 + (c + 1) % T::kConsumers, 256);
-    }
+  auto pass_turn = [&]() {
+    if constexpr (T::kPingPong) named_bar_arrive(1 + (c + 1) % T::kConsumers, 256);
   };
-
-  // Alg. 1 line 6: O = 0, l = 0, m = -inf.
-#pragma unroll
-  for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
-  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f}, alpha[2];
-  uint32_t p_frag[kBlockN / 16][4];
   if constexpr (T::kPingPong) {
     if (c == T::kConsumers - 1) named_bar_arrive(1, 256);  // consumer 0 goes first
   }
-  mbar_wait(bar_q, 0);
 
-  // The first key tile visited: S, softmax and P~ (no P~ V yet).
-  int n = n_end - 1;
-  {
-    float acc_s[kBlockN / 2];
-    mbar_wait(bar_k(0), 0);
-    take_turn();
-    wgmma_fence();
-    issue_s(acc_s, 0);
-    wgmma_commit();
-    pass_turn(n);
-    wgmma_wait<0>();
-    fence_registers(acc_s);
-    online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
-                            n * kBlockN, t, args.scale_log2);
-    pack_p(p_frag, acc_s);
-  }
-  int it = 1;
-  for (--n; n >= 0; --n, ++it) {
-    const int st = it % kStages, st_prev = (it - 1) % kStages;
-    float acc_s[kBlockN / 2];
-    mbar_wait(bar_k(st), (it / kStages) & 1);
-    mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
-    take_turn();
-    wgmma_fence();
-    issue_s(acc_s, st);
-    wgmma_commit();
-    issue_pv(p_frag, st_prev);
-    wgmma_commit();
-    pass_turn(n);
-    wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
-    fence_registers(acc_s);
-    online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
-                            n * kBlockN, t, args.scale_log2);
-    wgmma_wait<0>();
-    fence_registers(acc_o);
-    mbar_arrive(bar_empty(st_prev));
-    // Line 13's first term: O = diag(2^(m_{j-1} - m_j)) O.
-#pragma unroll
-    for (int i = 0; i < kD / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
-    pack_p(p_frag, acc_s);
-  }
-  {  // the last P~ V
-    const int st_prev = (it - 1) % kStages;
-    mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
-    wgmma_fence();
-    issue_pv(p_frag, st_prev);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(acc_o);
-    mbar_arrive(bar_empty(st_prev));
-  }
+  int it = 0, q_loads = 0;  // as the producer counts them
+  for (int r = 0;; ++r) {
+    const int index = tile_of_round(r);
+    if (index >= tiles) break;
+    const Schedule tile(args, index, m_blocks);
+    const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
+    const int n_end = key_tiles_end(tile);
+    Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
+    float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
+    if (n_end == 0) {  // no row of the tile sees a key: O = 0, L = -inf
+      write_fully_masked_tile<kBlockM, kD, 128 * T::kConsumers>(o_tile, args.o.row_stride,
+                                                                lse_rows, rows_valid, args.d,
+                                                                tid - 128);
+      continue;
+    }
 
-  // Lines 15-16: O = O / l, L = ln 2 (m' + log2 l) (natural log), written from registers; a row
-  // that saw no key gets O = 0 and L = -inf.
+    // Keys < limit are visible to the thread's two rows.
+    int limit[2];
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float l = row_l[hf];
-    l += __shfl_xor_sync(0xffffffff, l, 1);
-    l += __shfl_xor_sync(0xffffffff, l, 2);
-    const int r = r_lo + hf * 8;
-    if (r >= rows_valid) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    Element* o_row = o_tile + static_cast<int64_t>(r) * args.o.row_stride;
+    for (int hf = 0; hf < 2; ++hf) {
+      const int64_t last = static_cast<int64_t>(row0 + r_lo + hf * 8) + args.causal_offset;
+      limit[hf] = args.causal ? static_cast<int>(max64(0, min64(args.S_k, last + 1))) : args.S_k;
+    }
+    // Only tiles that cross the diagonal or the end of the keys compare indices.
+    auto needs_mask = [&](int n0) {
+      return n0 + kBlockN > args.S_k ||
+             (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
+    };
+
+    // Alg. 1 line 6: O = 0, l = 0, m = -inf.
 #pragma unroll
-    for (int i = 0; i < kD / 8; ++i)
-      if (8 * i + 2 * t < args.d)
-        *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
-            pack_pair<Element>(acc_o[4 * i + 2 * hf] * inv, acc_o[4 * i + 2 * hf + 1] * inv);
-    if (t == 0) lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+    for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
+    float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f}, alpha[2];
+    uint32_t p_frag[kBlockN / 16][4];
+    mbar_wait(bar_q, q_loads & 1);
+    ++q_loads;
+
+    // The first key tile visited: S, softmax and P~ (no P~ V yet).
+    int n = n_end - 1;
+    {
+      const int st = it % kStages;
+      float acc_s[kBlockN / 2];
+      mbar_wait(bar_k(st), (it / kStages) & 1);
+      take_turn();
+      wgmma_fence();
+      issue_s(acc_s, st);
+      wgmma_commit();
+      pass_turn();
+      wgmma_wait<0>();
+      fence_registers(acc_s);
+      online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
+                              n * kBlockN, t, args.scale_log2);
+      pack_p(p_frag, acc_s);
+    }
+    for (--n, ++it; n >= 0; --n, ++it) {
+      const int st = it % kStages, st_prev = (it - 1) % kStages;
+      float acc_s[kBlockN / 2];
+      mbar_wait(bar_k(st), (it / kStages) & 1);
+      mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
+      take_turn();
+      wgmma_fence();
+      issue_s(acc_s, st);
+      wgmma_commit();
+      issue_pv(p_frag, st_prev);
+      wgmma_commit();
+      pass_turn();
+      wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
+      fence_registers(acc_s);
+      online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
+                              n * kBlockN, t, args.scale_log2);
+      wgmma_wait<0>();
+      fence_registers(acc_o);
+      mbar_arrive(bar_empty(st_prev));
+      // Line 13's first term: O = diag(2^(m_{j-1} - m_j)) O.
+#pragma unroll
+      for (int i = 0; i < kD / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
+      pack_p(p_frag, acc_s);
+    }
+    // Every S of the tile has landed: the producer may load the next tile's Q under the last
+    // P~ V and the epilogue.
+    mbar_arrive(bar_q_empty);
+    {  // the last P~ V
+      const int st_prev = (it - 1) % kStages;
+      mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
+      wgmma_fence();
+      issue_pv(p_frag, st_prev);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(acc_o);
+      mbar_arrive(bar_empty(st_prev));
+    }
+
+    // Lines 15-16: O = O / l, L = ln 2 (m' + log2 l) (natural log), written from registers; a
+    // row that saw no key gets O = 0 and L = -inf.
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float l = row_l[hf];
+      l += __shfl_xor_sync(0xffffffff, l, 1);
+      l += __shfl_xor_sync(0xffffffff, l, 2);
+      const int r = r_lo + hf * 8;
+      if (r >= rows_valid) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      Element* o_row = o_tile + static_cast<int64_t>(r) * args.o.row_stride;
+#pragma unroll
+      for (int i = 0; i < kD / 8; ++i)
+        if (8 * i + 2 * t < args.d)
+          *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
+              pack_pair<Element>(acc_o[4 * i + 2 * hf] * inv, acc_o[4 * i + 2 * hf + 1] * inv);
+      if (t == 0)
+        lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+    }
+  }
+  if constexpr (T::kPingPong) {
+    if (c == 0) named_bar_sync(1, 256);  // the last consumer's final signal
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "flashref/dtype.hpp"
@@ -65,23 +66,49 @@ constexpr CUtensorMapDataType tensor_map_type() {
   return kDtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 }
 
-// O and L (Alg. 1).
-template <DType kDtype, int kD>
-void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
-  using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
-  using T = typename kernels::sm90::FwdConfig<Element, kD>::Traits;
+// O and L (Alg. 1) with the forward of traits T.
+template <DType kDtype, typename T>
+void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Element = typename T::Element;
+  constexpr int kD = T::kD;
   constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
   const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
   const CUtensorMap v = tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
-  const unsigned grid = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
-  if (grid == 0) return;
-  const std::string label = kernel_label("fwd_wgmma", element_name<Element>(), kD, T::kBlockM,
+  const unsigned tiles = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
+  if (tiles == 0) return;
+  // Persistent: one block per multiprocessor (the registers allow no second one).
+  const unsigned grid =
+      T::kPersistent ? std::min(tiles, static_cast<unsigned>(sm_count())) : tiles;
+  const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
+  const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM,
                                          T::kBlockN, T::kThreads, T::kSmemBytes);
   const auto kernel = kernels::sm90::fwd_wgmma_kernel<T>;
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, args);
   check_cuda(cudaGetLastError(), label);
+}
+
+// O and L (Alg. 1): the configured forward, or the tuning variant asked for (fwd90=1..3 at
+// d = 64, 2 at d = 128; another value keeps the configuration of that head dim).
+template <DType kDtype, int kD>
+void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
+  using kernels::sm90::FwdVariant;
+  if constexpr (kTuningVariants) {
+    const int v = tune().fwd90;
+    using Run10 = typename FwdVariant<Element, kD, 2>::Traits;
+    if (v == 2) return launch_fwd<kDtype, Run10>(args, stream);
+    if constexpr (kD == 64) {
+      using OneBlockPerTile = typename FwdVariant<Element, 64, 1>::Traits;
+      using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
+      if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
+      if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
+    }
+  } else {
+    (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
+  }
+  launch_fwd<kDtype, typename kernels::sm90::FwdConfig<Element, kD>::Traits>(args, stream);
 }
 
 // One backward kernel with Q and dO in boxes of T::kBlockM rows and K and V in boxes of
