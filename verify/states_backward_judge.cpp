@@ -297,7 +297,7 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
     }
   } else if (c.quantity == StateQuantity::dQ || dkdv) {
     if (passed_here(StateQuantity::P) && passed_here(StateQuantity::dS)) {
-      why << " The tile pair's P, dP and dS were right: the error is in the update of line "
+      why << " The tile pair's P and dS were right: the error is in the update of line "
           << state_line(c.quantity) << " (" << state_formula(c.quantity) << ") itself.";
     }
   }
