@@ -111,9 +111,11 @@ class Divergence:
 
 @dataclass(frozen=True)
 class StatesVerdict:
-    """The judgement of a kernel's per-step states: passed, the conventions found (m in log2
-    units, acc normalized at every step), per quantity the steps judged and failed and the
-    worst step, and the first divergence (None when every state follows Algorithm 1)."""
+    """The judgement of a kernel's per-step states, of Algorithm 1 (report.states) or 2
+    (report.backward_states): passed, the conventions found (m in log2 units, acc normalized at
+    every step; dS, dQ, dK scaled inside the loop), per quantity the steps judged and failed
+    and the worst step, and this part's first divergence (None when every state follows the
+    algorithm)."""
 
     passed: bool
     tile: Tuple[int, int]
