@@ -42,8 +42,8 @@ verify::StatesShape python_states_shape(const Problem& p, const verify::StatesGr
 void require_forward_fit(const Problem& p, const verify::StatesShape& shape) {
   if (shape.elements() <= cli::kMaxStateElements) return;
   throw InvalidArgument(
-      "select", "the states of " + describe(p) + " in tiles (" + std::to_string(shape.B_q) +
-                    ", " + std::to_string(shape.B_k) + ") hold " + sci(shape.elements()) +
+      "select", "the states of " + describe(p) + " in tiles (" + std::to_string(shape.B_q) + ", " +
+                    std::to_string(shape.B_k) + ") hold " + sci(shape.elements()) +
                     " accumulator values (T_k * S_q * d per head, over " +
                     std::to_string(shape.nb * shape.nh) + " heads); at most " +
                     sci(cli::kMaxStateElements) +
@@ -54,15 +54,14 @@ void require_forward_fit(const Problem& p, const verify::StatesShape& shape) {
 void require_backward_fit(const Problem& p, const verify::StatesShape& shape) {
   if (shape.backward_elements() <= cli::kMaxStateElements) return;
   throw InvalidArgument(
-      "select", "the backward states of " + describe(p) + " in tiles (" +
-                    std::to_string(shape.B_q) + ", " + std::to_string(shape.B_k) + ") hold " +
-                    sci(shape.backward_elements()) +
-                    " values (P, dP, dS: about S_q * S_k per head; dQ: T_k * S_q * d; dK, dV: "
-                    "T_q * S_k * d; over " +
-                    std::to_string(shape.nb * shape.nh) + " heads); at most " +
-                    sci(cli::kMaxStateElements) +
-                    " are computed or judged at once: keep one head with select=(b, h) (or "
-                    "one query tile with select=(b, h, i))");
+      "select",
+      "the backward states of " + describe(p) + " in tiles (" + std::to_string(shape.B_q) + ", " +
+          std::to_string(shape.B_k) + ") hold " + sci(shape.backward_elements()) +
+          " values (P, dP, dS: about S_q * S_k per head; dQ: T_k * S_q * d; dK, dV: "
+          "T_q * S_k * d; over " +
+          std::to_string(shape.nb * shape.nh) + " heads); at most " + sci(cli::kMaxStateElements) +
+          " are computed or judged at once: keep one head with select=(b, h) (or "
+          "one query tile with select=(b, h, i))");
 }
 
 // One state from the dict, in the layout's shape (`layout` names its axes); with one head the
@@ -91,11 +90,11 @@ xt::xtensor<double, N> state_array(const nb::handle& value, const std::string& n
     return out;
   }
   if (got != want && !(p.H == 1 && got == no_head)) {
-    throw InvalidArgument(name, "shape " + shape_text(got) + " is not the states layout's " +
-                                    shape_text(want) + ": " + layout +
-                                    " for q, k, v, tile and select given" +
-                                    (p.H == 1 ? " (with one head, the H axis may be left out)" : "") +
-                                    (is_D ? " (or (B, H, S_q) without a query tile selected)" : ""));
+    throw InvalidArgument(
+        name, "shape " + shape_text(got) + " is not the states layout's " + shape_text(want) +
+                  ": " + layout + " for q, k, v, tile and select given" +
+                  (p.H == 1 ? " (with one head, the H axis may be left out)" : "") +
+                  (is_D ? " (or (B, H, S_q) without a query tile selected)" : ""));
   }
   std::copy(a.begin(), a.end(), out.begin());
   return out;
@@ -160,14 +159,14 @@ nb::dict trace_states(const AnyArray& q, const AnyArray& k, const AnyArray& v,
 }
 
 // The folder `flashref check --states DIR` reads, read as cmd_check.cpp reads it.
-void read_states_folder(const verify::ProblemData& data, const std::string& dir,
-                        StatesInput& in) {
+void read_states_folder(const verify::ProblemData& data, const std::string& dir, StatesInput& in) {
   const Problem& p = data.problem;
   const bool forward_given = cli::has_forward_states(dir);
   const bool backward_given = cli::has_backward_states(dir);
   if (backward_given && data.dO.empty()) {
-    throw InvalidArgument("do", dir + " holds backward states (D, P, dP, dS, dQ, dV, dK): "
-                                      "judging them needs do, the gradient of O");
+    throw InvalidArgument("do", dir +
+                                    " holds backward states (D, P, dP, dS, dQ, dV, dK): "
+                                    "judging them needs do, the gradient of O");
   }
   try {
     if (forward_given || !backward_given) {
@@ -218,23 +217,30 @@ StatesInput read_states_arg(const verify::ProblemData& data, const verify::State
   for (const char* key : kForwardNames) forward_given = forward_given || given(key);
   for (const char* key : kBackwardNames) backward_given = backward_given || given(key);
   if (!forward_given && !backward_given) {
-    throw InvalidArgument("states", "no state to judge: give any of 'm', 'l', 'acc' (the "
-                                    "forward's) or 'D', 'P', 'dP', 'dS', 'dQ', 'dV', 'dK' (the "
-                                    "backward's)");
+    throw InvalidArgument("states",
+                          "no state to judge: give any of 'm', 'l', 'acc' (the "
+                          "forward's) or 'D', 'P', 'dP', 'dS', 'dQ', 'dV', 'dK' (the "
+                          "backward's)");
   }
   if (backward_given && data.dO.empty()) {
-    throw InvalidArgument("do", "states= holds backward states (D, P, dP, dS, dQ, dV, dK): "
-                                "judging them needs do, the gradient of O");
+    throw InvalidArgument("do",
+                          "states= holds backward states (D, P, dP, dS, dQ, dV, dK): "
+                          "judging them needs do, the gradient of O");
   }
   const std::string vector_axes = "(B, H, T_q, T_k, B_q)", pair_axes = "(B, H, T_q, T_k, B_q, B_k)";
   const std::string matrix_axes = "(B, H, T_q, T_k, B_q, d)", key_axes = "(B, H, T_k, T_q, B_k, d)";
   if (forward_given) {
     require_forward_fit(p, in.shape);
     verify::CandidateStates& c = in.forward.emplace();
-    if (given("m")) c.m = state_array<5>(arrays["m"], name("m"), in.shape.vector_shape(), p, in.shape, vector_axes);
-    if (given("l")) c.l = state_array<5>(arrays["l"], name("l"), in.shape.vector_shape(), p, in.shape, vector_axes);
+    if (given("m"))
+      c.m =
+          state_array<5>(arrays["m"], name("m"), in.shape.vector_shape(), p, in.shape, vector_axes);
+    if (given("l"))
+      c.l =
+          state_array<5>(arrays["l"], name("l"), in.shape.vector_shape(), p, in.shape, vector_axes);
     if (given("acc")) {
-      c.acc = state_array<6>(arrays["acc"], name("acc"), in.shape.matrix_shape(), p, in.shape, matrix_axes);
+      c.acc = state_array<6>(arrays["acc"], name("acc"), in.shape.matrix_shape(), p, in.shape,
+                             matrix_axes);
     }
     for (const char* key : kForwardNames) {
       if (given(key)) in.files.emplace_back(key);
@@ -244,19 +250,24 @@ StatesInput read_states_arg(const verify::ProblemData& data, const verify::State
     require_backward_fit(p, in.shape);
     verify::CandidateBackwardStates& c = in.backward.emplace();
     const auto pair = [&](const char* key, auto& slot) {
-      if (given(key)) slot = state_array<6>(arrays[key], name(key), in.shape.pair_shape(), p, in.shape, pair_axes);
+      if (given(key))
+        slot =
+            state_array<6>(arrays[key], name(key), in.shape.pair_shape(), p, in.shape, pair_axes);
     };
     const auto per_key = [&](const char* key, auto& slot) {
-      if (given(key)) slot = state_array<6>(arrays[key], name(key), in.shape.key_shape(), p, in.shape, key_axes);
+      if (given(key))
+        slot = state_array<6>(arrays[key], name(key), in.shape.key_shape(), p, in.shape, key_axes);
     };
     if (given("D")) {
-      c.D = state_array<4>(arrays["D"], name("D"), in.shape.row_shape(), p, in.shape, "(B, H, T_q, B_q)");
+      c.D = state_array<4>(arrays["D"], name("D"), in.shape.row_shape(), p, in.shape,
+                           "(B, H, T_q, B_q)");
     }
     pair("P", c.P);
     pair("dP", c.dP);
     pair("dS", c.dS);
     if (given("dQ")) {
-      c.dQ = state_array<6>(arrays["dQ"], name("dQ"), in.shape.matrix_shape(), p, in.shape, matrix_axes);
+      c.dQ = state_array<6>(arrays["dQ"], name("dQ"), in.shape.matrix_shape(), p, in.shape,
+                            matrix_axes);
     }
     per_key("dV", c.dV);
     per_key("dK", c.dK);
@@ -310,8 +321,8 @@ void add_states_json(nlohmann::json& j, const StatesPart& s) {
 
 void bind_states(nb::module_& m) {
   m.def("trace_states", &trace_states, nb::arg("q"), nb::arg("k"), nb::arg("v"),
-        nb::arg("do_").none(), nb::arg("args"),
-        nb::arg("tile_q"), nb::arg("tile_k"), nb::arg("select"),
+        nb::arg("do_").none(), nb::arg("args"), nb::arg("tile_q"), nb::arg("tile_k"),
+        nb::arg("select"),
         "The mirror's states (float32) and the gold's (float64) after each key tile of each "
         "query tile (with do_, also Algorithm 2's), canonical layout.");
 }
