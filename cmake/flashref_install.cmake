@@ -4,7 +4,7 @@ include(CMakePackageConfigHelpers)
 
 set(_flashref_targets flashref_core flashref_reference flashref_cpu flashref_ring flashref_registry flashref_verify)
 if(FLASHREF_HAVE_CUDA)
-  list(APPEND _flashref_targets flashref_cuda)
+  list(APPEND _flashref_targets flashref_cuda flashref_ring_cuda)
 endif()
 
 install(TARGETS ${_flashref_targets}

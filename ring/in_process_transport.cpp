@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "flashref/error.hpp"
 
@@ -39,8 +40,31 @@ class InProcessTransport final : public Transport {
   int from_ = 0;
 };
 
-InProcessHub::InProcessHub(int ranks) : ranks_(ranks) {
+namespace {
+
+class HostMessages final : public MessageStore {
+ public:
+  std::shared_ptr<void> keep(const void* data, std::size_t bytes) const override {
+    std::shared_ptr<std::byte[]> copy(new std::byte[bytes > 0 ? bytes : 1]);
+    if (bytes > 0) std::memcpy(copy.get(), data, bytes);
+    return copy;
+  }
+  void deliver(void* dst, const void* kept, std::size_t bytes) const override {
+    if (bytes > 0) std::memcpy(dst, kept, bytes);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const MessageStore> host_messages() {
+  static const auto store = std::make_shared<const HostMessages>();
+  return store;
+}
+
+InProcessHub::InProcessHub(int ranks, std::shared_ptr<const MessageStore> messages)
+    : ranks_(ranks), messages_(std::move(messages)) {
   if (ranks < 1) throw InvalidArgument("ranks", "must be >= 1, got " + std::to_string(ranks));
+  if (!messages_) throw InvalidArgument("messages", "message store is null");
   channels_.resize(static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
     transports_.push_back(std::make_unique<InProcessTransport>(*this, r));
@@ -65,8 +89,7 @@ void InProcessHub::abort() {
 }
 
 void InProcessHub::post(int from, int to, const void* data, std::size_t bytes) {
-  const auto* p = static_cast<const std::byte*>(data);
-  std::vector<std::byte> message(p, p + bytes);
+  Message message{messages_->keep(data, bytes), bytes};
   {
     std::lock_guard<std::mutex> lock(mutex_);
     channels_[static_cast<std::size_t>(from * ranks_ + to)].push_back(std::move(message));
@@ -79,14 +102,15 @@ void InProcessHub::take(int from, int to, void* data, std::size_t bytes) {
   auto& channel = channels_[static_cast<std::size_t>(from * ranks_ + to)];
   arrived_.wait(lock, [&] { return aborted_ || !channel.empty(); });
   if (aborted_) throw std::runtime_error("ring transport: another rank failed");
-  std::vector<std::byte> message = std::move(channel.front());
+  Message message = std::move(channel.front());
   channel.pop_front();
-  if (message.size() != bytes) {
+  lock.unlock();  // the copy out needs no lock: the message is this rank's now
+  if (message.size != bytes) {
     throw std::runtime_error("ring transport: rank " + std::to_string(to) + " expected " +
                              std::to_string(bytes) + " bytes from rank " + std::to_string(from) +
-                             ", got " + std::to_string(message.size()));
+                             ", got " + std::to_string(message.size));
   }
-  if (bytes > 0) std::memcpy(data, message.data(), bytes);
+  messages_->deliver(data, message.bytes.get(), bytes);
 }
 
 }  // namespace flashref::ring

@@ -1,14 +1,15 @@
 #include "flashref/ring/ring_backend.hpp"
 
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "flashref/error.hpp"
-#include "flashref/ring/host_staged.hpp"
 #include "flashref/ring/in_process_transport.hpp"
+#include "rank_memory.hpp"
 
 namespace flashref::ring {
 namespace {
@@ -17,8 +18,10 @@ namespace {
 // aborts the hub, so no other rank waits for a message that will never come; its exception is
 // the one rethrown once every thread has joined.
 template <class Body>
-void run_ranks(int ranks, const Body& rank_body) {
-  InProcessHub hub(ranks);
+void run_ranks(const Backend& inner, int ranks, std::shared_ptr<const MessageStore> messages,
+               const Body& rank_body) {
+  const std::function<void()> setup = detail::thread_setup_for(inner);
+  InProcessHub hub(ranks, std::move(messages));
   std::mutex mutex;
   std::exception_ptr first;
   std::vector<std::thread> threads;
@@ -26,6 +29,7 @@ void run_ranks(int ranks, const Body& rank_body) {
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
+        setup();
         rank_body(hub.rank(r));
       } catch (...) {
         {
@@ -46,6 +50,9 @@ class RingBackend final : public Backend {
       : inner_(std::move(inner)), ranks_(ranks) {}
 
   std::string name() const override { return ring_backend_name(ranks_, inner_->name()); }
+  // The ranks' buffers live where the inner backend's do, so the whole problem's tensors do too.
+  MemorySpace memory_space() const override { return inner_->memory_space(); }
+  const DeviceRuntime* device_runtime() const override { return inner_->device_runtime(); }
 
   Support supports(const Problem& p) const override {
     if (p.placement.placed()) {
@@ -59,13 +66,15 @@ class RingBackend final : public Backend {
   void forward(const ForwardParams& params) const override {
     validate(params);
     require(params.problem);
-    run_ranks(ranks_, [&](Transport& t) { ring_forward_rank(*inner_, t, params); });
+    run_ranks(*inner_, ranks_, messages(),
+              [&](Transport& t) { ring_forward_rank(*inner_, t, params); });
   }
 
   void backward(const BackwardParams& params) const override {
     validate(params);
     require(params.problem);
-    run_ranks(ranks_, [&](Transport& t) { ring_backward_rank(*inner_, t, params); });
+    run_ranks(*inner_, ranks_, messages(),
+              [&](Transport& t) { ring_backward_rank(*inner_, t, params); });
   }
 
  private:
@@ -77,6 +86,10 @@ class RingBackend final : public Backend {
     }
     const Support s = supports(p);
     if (!s.ok) throw Unsupported(name() + ": " + s.reason);
+  }
+
+  std::shared_ptr<const MessageStore> messages() const {
+    return inner_->memory_space() == MemorySpace::device ? device_messages() : host_messages();
   }
 
   std::shared_ptr<const Backend> inner_;
@@ -92,9 +105,10 @@ std::string ring_backend_name(int ranks, const std::string& inner) {
 std::unique_ptr<Backend> make_ring_backend(std::shared_ptr<const Backend> inner, int ranks) {
   if (!inner) throw InvalidArgument("inner", "backend is null");
   if (ranks < 1) throw InvalidArgument("ranks", "must be >= 1, got " + std::to_string(ranks));
-  // The ranks' buffers and the in-process transport live in host memory; a device backend's
-  // partial attention runs on copies of them (host_staged.hpp).
-  if (inner->memory_space() == MemorySpace::device) inner = host_staged(std::move(inner));
+  if (inner->memory_space() == MemorySpace::device && inner->device_runtime() == nullptr) {
+    throw InvalidArgument("inner",
+                          inner->name() + " takes device memory but has no device runtime");
+  }
   return std::make_unique<RingBackend>(std::move(inner), ranks);
 }
 

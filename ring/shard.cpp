@@ -1,16 +1,9 @@
 #include "shard.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace flashref::ring::detail {
-
-LocalRows zero_rows(std::int64_t B, std::int64_t rows, std::int64_t heads, std::int64_t d,
-                    DType dtype) {
-  LocalRows r;
-  r.bytes.assign(static_cast<std::size_t>(B * rows * heads * d) * dtype_size(dtype), std::byte{0});
-  r.view = bshd_view(r.bytes.data(), dtype, B, rows, heads, d);
-  return r;
-}
 
 namespace {
 
@@ -27,22 +20,18 @@ void copy_row(const TensorView& src, std::int64_t b, std::int64_t s_src, std::in
 
 }  // namespace
 
-LocalRows gather_rows(const TensorView& global, std::int64_t begin, std::int64_t rows,
-                      DType dtype) {
-  LocalRows r = zero_rows(global.batch, rows, global.heads, global.dim, dtype);
-  if (global.dtype == dtype) {  // no conversion: whole rows
-    for (std::int64_t b = 0; b < global.batch; ++b)
-      for (std::int64_t s = 0; s < rows; ++s)
-        for (std::int64_t h = 0; h < global.heads; ++h)
-          copy_row(global, b, begin + s, h, r.view, s);
-    return r;
+void gather_rows(const TensorView& global, std::int64_t begin, const TensorView& local) {
+  if (global.dtype == local.dtype) {  // no conversion: whole rows
+    for (std::int64_t b = 0; b < local.batch; ++b)
+      for (std::int64_t s = 0; s < local.seq; ++s)
+        for (std::int64_t h = 0; h < local.heads; ++h) copy_row(global, b, begin + s, h, local, s);
+    return;
   }
-  for (std::int64_t b = 0; b < global.batch; ++b)
-    for (std::int64_t s = 0; s < rows; ++s)
-      for (std::int64_t h = 0; h < global.heads; ++h)
-        for (std::int64_t i = 0; i < global.dim; ++i)
-          r.view.store(b, s, h, i, global.load(b, begin + s, h, i));
-  return r;
+  for (std::int64_t b = 0; b < local.batch; ++b)
+    for (std::int64_t s = 0; s < local.seq; ++s)
+      for (std::int64_t h = 0; h < local.heads; ++h)
+        for (std::int64_t i = 0; i < local.dim; ++i)
+          local.store(b, s, h, i, global.load(b, begin + s, h, i));
 }
 
 void scatter_rows(const TensorView& local, const TensorView& global, std::int64_t begin) {
@@ -68,21 +57,16 @@ void add_rows(const TensorView& acc, const TensorView& part) {
       }
 }
 
-std::vector<float> gather_lse(const float* global, std::int64_t B, std::int64_t H, std::int64_t S,
-                              std::int64_t begin, std::int64_t rows) {
-  std::vector<float> local(static_cast<std::size_t>(B * H * rows));
+void gather_lse(const float* global, std::int64_t B, std::int64_t H, std::int64_t S,
+                std::int64_t begin, std::int64_t rows, float* local) {
   for (std::int64_t bh = 0; bh < B * H; ++bh)
-    for (std::int64_t s = 0; s < rows; ++s)
-      local[static_cast<std::size_t>(bh * rows + s)] = global[bh * S + begin + s];
-  return local;
+    for (std::int64_t s = 0; s < rows; ++s) local[bh * rows + s] = global[bh * S + begin + s];
 }
 
-void scatter_lse(const std::vector<float>& local, float* global, std::int64_t B, std::int64_t H,
-                 std::int64_t S, std::int64_t begin) {
-  const std::int64_t rows = static_cast<std::int64_t>(local.size()) / (B * H);
+void scatter_lse(const float* local, std::int64_t rows, float* global, std::int64_t B,
+                 std::int64_t H, std::int64_t S, std::int64_t begin) {
   for (std::int64_t bh = 0; bh < B * H; ++bh)
-    for (std::int64_t s = 0; s < rows; ++s)
-      global[bh * S + begin + s] = local[static_cast<std::size_t>(bh * rows + s)];
+    for (std::int64_t s = 0; s < rows; ++s) global[bh * S + begin + s] = local[bh * rows + s];
 }
 
 BlockLayout::BlockLayout(const Problem& p, const Zigzag& keys, int owner, DType dtype)
@@ -105,6 +89,13 @@ TensorView BlockLayout::view(std::byte* base, int slot, int which) const {
   offset +=
       static_cast<std::size_t>(which) * static_cast<std::size_t>(B_ * len * H_kv_ * d_) * elem;
   return bshd_view(base + offset, dtype_, B_, len, H_kv_, d_);
+}
+
+std::size_t largest_block_bytes(const Problem& p, const Zigzag& keys, DType dtype) {
+  std::size_t most = 0;
+  for (int owner = 0; owner < keys.ranks(); ++owner)
+    most = std::max(most, BlockLayout(p, keys, owner, dtype).bytes());
+  return most;
 }
 
 }  // namespace flashref::ring::detail

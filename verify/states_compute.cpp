@@ -23,28 +23,6 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 std::size_t z(std::int64_t n) { return static_cast<std::size_t>(n); }
 
-// Head (b, h) of `data` alone: B = H = H_kv = 1. Per-head work is independent, so the mirror
-// and the gold give the same numbers on the slice, at a fraction of the cost.
-ProblemData head_slice(const ProblemData& data, std::int64_t b, std::int64_t h) {
-  const Problem& p = data.problem;
-  ProblemData s;
-  s.problem = p;
-  s.problem.B = 1;
-  s.problem.H = 1;
-  s.problem.H_kv = 1;
-  const std::int64_t h_kv = h / p.group_size();
-  const auto copy = [](const HostTensor& from, std::int64_t fb, std::int64_t fh) {
-    HostTensor to(from.dtype(), Layout::bhsd, 1, 1, from.S(), from.d());
-    for (std::int64_t r = 0; r < from.S(); ++r)
-      for (std::int64_t c = 0; c < from.d(); ++c) to.set(0, 0, r, c, from.get(fb, fh, r, c));
-    return to;
-  };
-  s.q = copy(data.q, b, h);
-  s.k = copy(data.k, b, h_kv);
-  s.v = copy(data.v, b, h_kv);
-  return s;
-}
-
 // Records each forward step of query tiles [i0, i0 + nq) into (a, b, ·) of the arrays.
 class StateRecorder : public cpu::TraceObserver {
  public:
@@ -114,6 +92,22 @@ std::vector<std::size_t> StatesShape::vector_shape() const {
 std::vector<std::size_t> StatesShape::matrix_shape() const {
   return {z(nb), z(nh), z(nq), z(T_k), z(B_q), z(d)};
 }
+std::vector<std::size_t> StatesShape::row_shape() const { return {z(nb), z(nh), z(nq), z(B_q)}; }
+std::vector<std::size_t> StatesShape::pair_shape() const {
+  return {z(nb), z(nh), z(nq), z(T_k), z(B_q), z(B_k)};
+}
+std::vector<std::size_t> StatesShape::key_shape() const {
+  return {z(nb), z(nh), z(T_k), z(nq), z(B_k), z(d)};
+}
+double StatesShape::backward_elements() const {
+  const auto product = [](const std::vector<std::size_t>& shape) {
+    double n = 1.0;
+    for (std::size_t x : shape) n *= static_cast<double>(x);
+    return n;
+  };
+  return product(row_shape()) + 3.0 * product(pair_shape()) + product(matrix_shape()) +
+         2.0 * product(key_shape());
+}
 double StatesShape::elements() const {
   return static_cast<double>(nb) * static_cast<double>(nh) * static_cast<double>(nq) *
          static_cast<double>(T_k) * static_cast<double>(B_q) * static_cast<double>(d);
@@ -159,12 +153,7 @@ ForwardStates baseline_forward_states(const ProblemData& data, const StatesGrid&
   const Problem& p = data.problem;
   const StatesShape shape = states_shape(p, grid);
   ForwardStates out = make_states(shape);
-  // The portable kernels: the baseline must read the same on every machine (docs/ embed it).
-  struct IsaScope {
-    cpu::Isa saved = cpu::active_isa();
-    IsaScope() { cpu::select_isa(cpu::Isa::generic); }
-    ~IsaScope() { cpu::select_isa(saved); }
-  } portable;
+  const detail::PortableIsa portable;
   RunOptions run;
   run.exec.tile_q = static_cast<int>(grid.B_q);
   run.exec.tile_k = static_cast<int>(grid.B_k);
@@ -172,13 +161,39 @@ ForwardStates baseline_forward_states(const ProblemData& data, const StatesGrid&
     for (std::int64_t bh = 0; bh < shape.nh; ++bh) {
       StateRecorder recorder(out, shape, z(a), z(bh));
       const std::unique_ptr<Backend> mirror = cpu::make_backend({.trace = &recorder});
-      run_backend(*mirror, head_slice(data, shape.b0 + a, shape.h0 + bh), run);
+      run_backend(*mirror, detail::head_slice(data, shape.b0 + a, shape.h0 + bh), run);
       carry_over_skipped(out, p, shape, z(a), z(bh));
     }
   return out;
 }
 
 namespace detail {
+
+ProblemData head_slice(const ProblemData& data, std::int64_t b, std::int64_t h) {
+  const Problem& p = data.problem;
+  ProblemData s;
+  s.problem = p;
+  s.problem.B = 1;
+  s.problem.H = 1;
+  s.problem.H_kv = 1;
+  const std::int64_t h_kv = h / p.group_size();
+  const auto copy = [](const HostTensor& from, std::int64_t fb, std::int64_t fh) {
+    HostTensor to(from.dtype(), Layout::bhsd, 1, 1, from.S(), from.d());
+    for (std::int64_t r = 0; r < from.S(); ++r)
+      for (std::int64_t c = 0; c < from.d(); ++c) to.set(0, 0, r, c, from.get(fb, fh, r, c));
+    return to;
+  };
+  s.q = copy(data.q, b, h);
+  s.k = copy(data.k, b, h_kv);
+  s.v = copy(data.v, b, h_kv);
+  if (!data.dO.empty()) s.dO = copy(data.dO, b, h);
+  return s;
+}
+
+PortableIsa::PortableIsa() : saved_(static_cast<int>(cpu::active_isa())) {
+  cpu::select_isa(cpu::Isa::generic);
+}
+PortableIsa::~PortableIsa() { cpu::select_isa(static_cast<cpu::Isa>(saved_)); }
 
 // Lines 9-13 for query row q in double, over key tiles 0..T_k-1 of B_k keys. `last_key` is
 // the last key the row sees (the mask); keys [S_k, keys_end) are padding: score 0, V = 0, seen

@@ -29,14 +29,6 @@ std::string num(double x) {
   return o.str();
 }
 
-// |found - expected|, where a gold -inf (a row that has seen no key) must be matched exactly
-// and anything non-finite where the gold is finite is infinitely wrong.
-double error(double found, double expected) {
-  if (std::isinf(expected)) return found == expected ? 0.0 : kInf;
-  if (!std::isfinite(found)) return kInf;
-  return std::fabs(found - expected);
-}
-
 // One quantity in the candidate's convention: the arrays flattened as (step, row, col).
 struct Quantity {
   StateQuantity q;
@@ -68,11 +60,11 @@ StepCheck check_step(const Quantity& Q, const Problem& p, const StatesShape& s, 
     for (std::int64_t col = 0; col < Q.cols; ++col) {
       const std::size_t n = flat(s, a, bh, iq, j, r) * z(Q.cols) + z(col);
       const double g = Q.gold(n), found = Q.candidate(n);
-      const double e = error(found, g);
+      const double e = detail::state_error(found, g);
       const double size = Q.size ? Q.size(n) : std::fabs(g);
       if (std::isfinite(size)) max_gold = std::max(max_gold, size);
       max_sigma = std::max(max_sigma, Q.sigma(n));
-      c.baseline_err = std::max(c.baseline_err, error(Q.baseline(n), g));
+      c.baseline_err = std::max(c.baseline_err, detail::state_error(Q.baseline(n), g));
       if (first || e > c.candidate_err || (std::isnan(found) && !std::isnan(c.found))) {
         first = false;
         c.candidate_err = std::max(c.candidate_err, e);
@@ -162,8 +154,9 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
         const double v = row.acc[z(c.j * p.d + col)];
         return conv.acc_normalized ? normalized(v, row.l[z(c.j)]) : v;
       }
+      default:  // the backward's quantities are judged in states_backward_judge.cpp
+        return 0.0;
     }
-    return 0.0;
   };
   const std::int64_t T_k = s.T_k;
   const bool diagonal = visits(p, s, c.i, c.j) && p.is_causal() &&
@@ -246,8 +239,26 @@ std::string_view state_name(StateQuantity q) {
       return "l";
     case StateQuantity::acc:
       return "acc";
+    case StateQuantity::D:
+      return "D";
+    case StateQuantity::P:
+      return "P";
+    case StateQuantity::dP:
+      return "dP";
+    case StateQuantity::dS:
+      return "dS";
+    case StateQuantity::dQ:
+      return "dQ_i";
+    case StateQuantity::dV:
+      return "dV_j";
+    case StateQuantity::dK:
+      return "dK_j";
   }
   return "?";
+}
+
+int state_algorithm(StateQuantity q) {
+  return q == StateQuantity::m || q == StateQuantity::l || q == StateQuantity::acc ? 1 : 2;
 }
 
 int state_line(StateQuantity q) {
@@ -258,6 +269,20 @@ int state_line(StateQuantity q) {
       return 12;
     case StateQuantity::acc:
       return 13;
+    case StateQuantity::D:
+      return 2;
+    case StateQuantity::P:
+      return 12;
+    case StateQuantity::dP:
+      return 14;
+    case StateQuantity::dS:
+      return 15;
+    case StateQuantity::dQ:
+      return 16;
+    case StateQuantity::dV:
+      return 13;
+    case StateQuantity::dK:
+      return 17;
   }
   return 0;
 }
@@ -270,6 +295,20 @@ std::string_view state_formula(StateQuantity q) {
       return "l_i(j) = exp(m_i(j-1) - m_i(j)) l_i(j-1) + rowsum(P~_ij)";
     case StateQuantity::acc:
       return "O_i(j) = diag(exp(m_i(j-1) - m_i(j))) O_i(j-1) + P~_ij V_j";
+    case StateQuantity::D:
+      return "D_i = rowsum(dO_i * O_i)";
+    case StateQuantity::P:
+      return "P_ij = exp(S_ij - L_i), S_ij = scale Q_i K_j^T";
+    case StateQuantity::dP:
+      return "dP_ij = dO_i V_j^T";
+    case StateQuantity::dS:
+      return "dS_ij = P_ij * (dP_ij - D_i) (the scale applied after the loop)";
+    case StateQuantity::dQ:
+      return "dQ_i += dS_ij K_j";
+    case StateQuantity::dV:
+      return "dV_j += P_ij^T dO_i";
+    case StateQuantity::dK:
+      return "dK_j += dS_ij^T Q_i";
   }
   return "";
 }
@@ -405,7 +444,7 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
   return report;
 }
 
-namespace {
+namespace detail {
 
 nlohmann::json step_json(const StepCheck& c) {
   const auto finite_or_null = [](double x) -> nlohmann::json {
@@ -431,10 +470,11 @@ nlohmann::json step_json(const StepCheck& c) {
                       {"ratio", finite_or_null(c.ratio)},
                       {"pass", c.pass}};
   if (c.col >= 0) j["col"] = c.col;
+  if (state_algorithm(c.quantity) == 2) j["algorithm"] = 2;
   return j;
 }
 
-}  // namespace
+}  // namespace detail
 
 nlohmann::json to_json(const StatesReport& r) {
   nlohmann::json quantities = nlohmann::json::array();
@@ -443,19 +483,19 @@ nlohmann::json to_json(const StatesReport& r) {
                           {"line", state_line(q.quantity)},
                           {"steps", q.steps},
                           {"failed_steps", q.failed},
-                          {"worst", step_json(q.worst)}});
+                          {"worst", detail::step_json(q.worst)}});
   }
   nlohmann::json first = nullptr;
   if (r.first) {
-    first = step_json(r.first->step);
+    first = detail::step_json(r.first->step);
     first["formula"] = std::string(state_formula(r.first->step.quantity));
     first["cause"] = r.first->cause;
     first["explanation"] = r.first->explanation;
     first["this_step"] = nlohmann::json::array();
-    for (const StepCheck& c : r.first->this_step) first["this_step"].push_back(step_json(c));
+    for (const StepCheck& c : r.first->this_step) first["this_step"].push_back(detail::step_json(c));
     first["previous_step"] = nlohmann::json::array();
     for (const StepCheck& c : r.first->previous_step)
-      first["previous_step"].push_back(step_json(c));
+      first["previous_step"].push_back(detail::step_json(c));
   }
   return {{"conventions",
            {{"m_log2", r.conventions.m_log2},

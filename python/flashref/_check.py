@@ -67,9 +67,12 @@ def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = N
     tile: the kernel's (B_q, B_k), to place the worst elements in its tiles.
 
     states: the kernel's per-step states, judged step by step to find the first step where it
-    leaves Algorithm 1 (report.first_divergence): a dict with any of "m", "l", "acc" (numpy
-    arrays or torch tensors, any float dtype) or a folder holding m.npy, l.npy, acc.npy, in the
-    layout of trace_states. Needs tile. select: (b, h) or (b, h, i) when the states hold one
+    leaves Algorithm 1 or 2 (report.first_divergence): a dict with any of "m", "l", "acc" (the
+    forward's) and "D", "P", "dP", "dS", "dQ", "dV", "dK" (the backward's, which need do) (numpy
+    arrays or torch tensors, any float dtype), or a folder holding them as .npy files, in the
+    layout of trace_states. Needs tile. The forward's verdict is report.states, the backward's
+    report.backward_states; the first divergence is the forward's when it has one (Algorithm 1
+    runs first), else the backward's, as `flashref check --states` reports it. select: (b, h) or (b, h, i) when the states hold one
     head (and one query tile).
     """
     layout = Layout(q)

@@ -62,11 +62,14 @@ def _num(x: Any) -> float:
 
 @dataclass(frozen=True)
 class Divergence:
-    """The first step (b, h, i, j) where the kernel's states leave Algorithm 1: the quantity
-    ("m", "l" or "acc"), the line of Algorithm 1 that computes it, the worst row (a query
-    index) and column of d (None for m and l) with the gold's value there (expected, in the
-    kernel's convention) and the kernel's (found), a known cause ("l_not_rescaled", ... or ""),
-    and the verdicts of every state given at this step and at the step before (j - 1)."""
+    """The first step (b, h, i, j) where the kernel's states leave Algorithm 1 or 2: the
+    quantity ("m", "l", "acc"; "D", "P", "dP", "dS", "dQ_i", "dV_j", "dK_j"), the algorithm (1
+    or 2) and its line that computes it, the worst row (a query index; a key index for dV_j and
+    dK_j) and column (of d for acc, dQ_i, dV_j, dK_j, the key for P, dP, dS, None for m, l, D)
+    with the gold's value there (expected, in the kernel's convention) and the kernel's (found),
+    a known cause ("l_not_rescaled", "ds_without_D", ... or ""), and the verdicts of every state
+    given at this step and at the step before (j - 1 in the forward and the dQ pass, i - 1 in
+    the dK/dV pass). For D, a state of the query tile before any key tile, j is -1."""
 
     b: int
     h: int
@@ -86,6 +89,7 @@ class Divergence:
     explanation: str
     this_step: List[Dict[str, Any]] = field(default_factory=list)
     previous_step: List[Dict[str, Any]] = field(default_factory=list)
+    algorithm: int = 1
 
     @classmethod
     def from_json(cls, j: Dict[str, Any]) -> "Divergence":
@@ -93,21 +97,25 @@ class Divergence:
                    int(j["line"]), j["formula"], int(j["row"]),
                    int(j["col"]) if "col" in j else None, _num(j["expected"]), _num(j["found"]),
                    _num(j["candidate_err"]), _num(j["limit"]), _num(j["ratio"]), j["cause"],
-                   j["explanation"], list(j["this_step"]), list(j["previous_step"]))
+                   j["explanation"], list(j["this_step"]), list(j["previous_step"]),
+                   int(j.get("algorithm", 1)))
 
     def __str__(self) -> str:
         where = f"row {self.row}" + (f", column {self.col}" if self.col is not None else "")
         cause = f" [{self.cause}]" if self.cause else ""
-        return (f"b = {self.b}, h = {self.h}, query tile i = {self.i}, key tile j = {self.j}: "
-                f"{self.quantity}, Alg. 1 line {self.line}: {where}: expected {self.expected:.7g}, "
-                f"found {self.found:.7g}{cause}")
+        key_tile = f", key tile j = {self.j}" if self.j >= 0 else ""
+        return (f"b = {self.b}, h = {self.h}, query tile i = {self.i}{key_tile}: "
+                f"{self.quantity}, Alg. {self.algorithm} line {self.line}: {where}: expected "
+                f"{self.expected:.7g}, found {self.found:.7g}{cause}")
 
 
 @dataclass(frozen=True)
 class StatesVerdict:
-    """The judgement of a kernel's per-step states: passed, the conventions found (m in log2
-    units, acc normalized at every step), per quantity the steps judged and failed and the
-    worst step, and the first divergence (None when every state follows Algorithm 1)."""
+    """The judgement of a kernel's per-step states, of Algorithm 1 (report.states) or 2
+    (report.backward_states): passed, the conventions found (m in log2 units, acc normalized at
+    every step; dS, dQ, dK scaled inside the loop), per quantity the steps judged and failed
+    and the worst step, and this part's first divergence (None when every state follows the
+    algorithm)."""
 
     passed: bool
     tile: Tuple[int, int]
@@ -144,8 +152,15 @@ class Report:
         # leave Algorithm 1 (None when they follow it, or when no states were given).
         self.states: Optional[StatesVerdict] = (
             StatesVerdict.from_json(d["states"]) if "states" in d else None)
+        # The backward states given (D, P, dP, dS, dQ, dV, dK): their verdict against
+        # Algorithm 2.
+        self.backward_states: Optional[StatesVerdict] = (
+            StatesVerdict.from_json(d["backward_states"]) if "backward_states" in d else None)
+        # The forward's first divergence when it has one (Algorithm 1 runs first), else the
+        # backward's: the JSON's top-level first_divergence, as `flashref check` writes it.
+        first = d.get("first_divergence")
         self.first_divergence: Optional[Divergence] = (
-            self.states.first_divergence if self.states is not None else None)
+            Divergence.from_json(first) if first is not None else None)
 
     @property
     def codes(self) -> List[str]:
@@ -159,9 +174,10 @@ class Report:
         verdict = "PASS" if self.passed else "FAIL"
         codes = f" findings={self.codes}" if self.findings else ""
         states = ""
-        if self.states is not None:
+        given = [v for v in (self.states, self.backward_states) if v is not None]
+        if given:
             f = self.first_divergence
-            states = (" states=" + ",".join(self.states.files) +
+            states = (" states=" + ",".join(n for v in given for n in v.files) +
                       (f" first_divergence=(b={f.b}, h={f.h}, i={f.i}, j={f.j}, {f.quantity})"
                        if f is not None else ""))
         return f"<flashref.Report {verdict} tensors={list(self.tensors)}{codes}{states}>"

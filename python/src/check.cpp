@@ -94,7 +94,7 @@ nb::dict reference(const AnyArray& q, const AnyArray& k, const AnyArray& v,
 }  // namespace
 
 bool CheckReport::passed() const {
-  return result.passed() && (!states || states->report.passed());
+  return result.passed() && (!states || states->passed());
 }
 
 // Assembled as cmd_check.cpp does: the outputs' table without its verdict, the states, one
@@ -108,7 +108,7 @@ std::string CheckReport::table() const {
     text = "problem: " + describe(problem) + "\n";
   }
   if (states) {
-    text += "\n" + states_text(*states);
+    text += states_text(*states);
     text += std::string("\nresult: ") + (passed() ? "PASS" : "FAIL") + "\n";
   }
   return text;

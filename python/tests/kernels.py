@@ -145,6 +145,62 @@ def flash_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: str = "none
     return O.astype(q.dtype), L
 
 
+def flash_backward_states(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
+                          lse: np.ndarray, do: np.ndarray, mask: str = "none",
+                          scale: Optional[float] = None, tile_q: int = 16, tile_k: int = 16,
+                          mistakes: FrozenSet[str] = frozenset()) -> Dict[str, np.ndarray]:
+    """Algorithm 2 over tiles in float32 from the forward's O and L, storing its states in the
+    layout (docs/checking-your-kernel.md, section 7) as a kernel debugged with check(states=)
+    does: D; per tile pair P, dP, dS; dQ_i after each key tile; dV_j, dK_j of each query head
+    after each query tile; the scale applied after the loops, so dS, dQ and dK hold none.
+    Unset entries (rows past S_q, keys past S_k) stay NaN. Mistakes: "ds_without_D" (line 15
+    as dS = P * dP)."""
+    B, H, S_q, d = q.shape
+    H_kv, S_k = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    group = H // H_kv
+    T_q, T_k = -(-S_q // tile_q), -(-S_k // tile_k)
+    pair = (B, H, T_q, T_k, tile_q, tile_k)
+    st = {"D": np.full((B, H, T_q, tile_q), np.nan, F32),
+          "P": np.full(pair, np.nan, F32), "dP": np.full(pair, np.nan, F32),
+          "dS": np.full(pair, np.nan, F32),
+          "dQ": np.full((B, H, T_q, T_k, tile_q, d), np.nan, F32),
+          "dV": np.full((B, H, T_k, T_q, tile_k, d), np.nan, F32),
+          "dK": np.full((B, H, T_k, T_q, tile_k, d), np.nan, F32)}
+    qf, kf, vf, of, dof = (x.astype(F32) for x in (q, k, v, o, do))
+    for b in range(B):
+        for h in range(H):
+            hk = h // group
+            D_all = (dof[b, h] * of[b, h]).sum(axis=1).astype(F32)  # line 2
+            dK = np.zeros((S_k, d), F32)
+            dV = np.zeros((S_k, d), F32)
+            for ti in range(T_q):
+                i = np.arange(ti * tile_q, min(S_q, (ti + 1) * tile_q))
+                r = len(i)
+                D = D_all[i]
+                st["D"][b, h, ti, :r] = D
+                dQ = np.zeros((r, d), F32)
+                for tj in range(T_k):
+                    j = np.arange(tj * tile_k, min(S_k, (tj + 1) * tile_k))
+                    c = len(j)
+                    seen = _visible(mask, S_q, S_k, i, j)
+                    S = (qf[b, h, i] @ kf[b, hk, j].T).astype(F32) * F32(scale)
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        P = np.where(seen, np.exp(S - lse[b, h, i][:, None]), F32(0)).astype(F32)
+                    dP = (dof[b, h, i] @ vf[b, hk, j].T).astype(F32)
+                    dS = P * dP if "ds_without_D" in mistakes else P * (dP - D[:, None])
+                    dQ = (dQ + dS @ kf[b, hk, j]).astype(F32)
+                    dV[j] = (dV[j] + P.T @ dof[b, h, i]).astype(F32)
+                    dK[j] = (dK[j] + dS.T @ qf[b, h, i]).astype(F32)
+                    st["P"][b, h, ti, tj, :r, :c] = P
+                    st["dP"][b, h, ti, tj, :r, :c] = dP
+                    st["dS"][b, h, ti, tj, :r, :c] = dS
+                    st["dQ"][b, h, ti, tj, :r] = dQ
+                    st["dV"][b, h, tj, ti, :c] = dV[j]
+                    st["dK"][b, h, tj, ti, :c] = dK[j]
+    return st
+
+
 def attention_backward(q, k, v, o, lse, do, mask="none", scale=None,
                        mistakes: FrozenSet[str] = frozenset()):
     """dQ, dK, dV from O and L by the recomputation of Algorithm 2 (untiled), float32, with the

@@ -1,5 +1,6 @@
-"""flashref.trace_states and check(states=): the mirror's states of Algorithm 1 on your own
-inputs, and the first step where a kernel's states leave the algorithm. The kernels are
+"""flashref.trace_states and check(states=): the mirror's states of Algorithm 1 (and, given do,
+of Algorithm 2) on your own inputs, and the first step where a kernel's states leave the
+algorithm. The kernels are
 kernels.py's tiled numpy ones, which store their states as a debugged kernel does; the CLI
 comparisons run the `flashref` command CTest names in FLASHREF_CLI."""
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import flashref
-from kernels import empty_states, flash_forward, inputs
+from kernels import empty_states, flash_backward_states, flash_forward, inputs
 
 CLI = os.environ.get("FLASHREF_CLI", "")
 needs_cli = pytest.mark.skipif(not os.path.isfile(CLI),
@@ -52,9 +53,21 @@ def run_cli(*args):
     return subprocess.run([CLI, *args], capture_output=True, text=True, check=False)
 
 
-def save_inputs(tmp_path, q, k, v):
+BACKWARD = ("D", "P", "dP", "dS", "dQ", "dV", "dK")
+
+
+def kernel_backward_states(q, k, v, do, mask, mistakes=frozenset(), tile=TILE):
+    """The numpy kernel's backward states in the layout, from its own forward's O and L."""
+    o, lse = flash_forward(q, k, v, mask, tile_q=tile[0], tile_k=tile[1])
+    return flash_backward_states(q, k, v, o, lse, do, mask, tile_q=tile[0], tile_k=tile[1],
+                                 mistakes=frozenset(mistakes))
+
+
+def save_inputs(tmp_path, q, k, v, do=None):
     paths = []
-    for name, x in (("q", q), ("k", k), ("v", v)):
+    for name, x in (("q", q), ("k", k), ("v", v), ("do", do)):
+        if x is None:
+            continue
         path = str(tmp_path / f"{name}.npy")
         np.save(path, x)
         paths += [f"--{name}", path]
@@ -322,3 +335,188 @@ def test_bad_states_arguments_name_themselves(tmp_path):
         with pytest.raises(error) as e:
             flashref.check(q, k, v, **kwargs)
         assert str(e.value).startswith(name + ":"), (name, str(e.value))
+
+
+# ------------------------------------------------------------------------------------------
+# The backward's states (Algorithm 2), given do.
+
+@needs_cli
+@pytest.mark.parametrize("dtype,mask,select", [
+    (np.float32, "causal-bottom-right", None),
+    (np.float16, "causal", (1, 1, 2)),
+])
+def test_backward_trace_states_equal_the_cli_files_bitwise(tmp_path, dtype, mask, select):
+    q, k, v, do = inputs(2, 2, 1, 37, 29, 8, seed=3, dtype=dtype)
+    args = save_inputs(tmp_path, q, k, v, do) + ["--mask", mask, "--tile", "16,8",
+                                                 "--out", str(tmp_path / "states")]
+    if select is not None:
+        args += ["--select", ",".join(map(str, select))]
+    done = run_cli("trace", *args)
+    assert done.returncode == 0, done.stderr
+    t = flashref.trace_states(q, k, v, do, tile=TILE, mask=mask, select=select)
+    for kind, folder in (("baseline", tmp_path / "states"), ("gold", tmp_path / "states" / "gold")):
+        assert set(t[kind]) == {"m", "l", "acc", *BACKWARD}
+        for name in BACKWARD:
+            cli = np.load(folder / f"{name}.npy")
+            mine = t[kind][name]
+            assert (mine.dtype, mine.shape) == (cli.dtype, cli.shape), (kind, name)
+            assert mine.tobytes() == cli.tobytes(), (kind, name)
+
+
+def test_backward_trace_states_layout():
+    B, H, S_q, S_k, d = 1, 2, 37, 29, 8
+    q, k, v, do = inputs(B, H, 1, S_q, S_k, d, seed=1)
+    T_q, T_k = -(-S_q // TILE[0]), -(-S_k // TILE[1])
+    t = flashref.trace_states(q, k, v, do, tile=TILE)
+    g = t["gold"]
+    assert g["D"].shape == (B, H, T_q, TILE[0])
+    assert g["P"].shape == g["dP"].shape == g["dS"].shape == (B, H, T_q, T_k, *TILE)
+    assert g["dQ"].shape == (B, H, T_q, T_k, TILE[0], d)
+    assert g["dV"].shape == g["dK"].shape == (B, H, T_k, T_q, TILE[1], d)
+    # The last accumulators are the gradients (the scale applied after the loops, as the
+    # layout keeps it): dQ_i after the last key tile, dV_j and dK_j after the last query tile.
+    gold = flashref.reference(q, k, v, do=do)["gold"]
+    scale = 1 / np.sqrt(d)
+    rows, keys = np.arange(S_q), np.arange(S_k)
+    np.testing.assert_allclose(g["dQ"][:, :, rows // TILE[0], -1, rows % TILE[0]] * scale,
+                               gold["dq"], rtol=1e-10, atol=1e-12)
+    dv = g["dV"][:, :, keys // TILE[1], -1, keys % TILE[1]].sum(axis=1, keepdims=True)
+    dk = g["dK"][:, :, keys // TILE[1], -1, keys % TILE[1]].sum(axis=1, keepdims=True) * scale
+    np.testing.assert_allclose(dv, gold["dv"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dk, gold["dk"], rtol=1e-10, atol=1e-12)
+    # Without do, the forward's states only.
+    assert set(flashref.trace_states(q, k, v, tile=TILE)["gold"]) == {"m", "l", "acc"}
+
+
+def test_the_mirrors_own_backward_states_pass():
+    q, k, v, do = inputs(1, 2, 1, 37, 29, 8, seed=1)
+    for mask in MASKS:
+        t = flashref.trace_states(q, k, v, do, tile=TILE, mask=mask)
+        report = flashref.check(q, k, v, do=do, states=t["baseline"], tile=TILE, mask=mask)
+        assert report.passed, str(report)
+        assert report.first_divergence is None
+        assert report.states.files == ("m", "l", "acc")
+        assert report.backward_states.passed and report.backward_states.files == BACKWARD
+        assert not any(report.backward_states.conventions[c]
+                       for c in ("dS_scaled", "dQ_scaled", "dK_scaled"))
+        for name in ("D", "P", "dP", "dS", "dQ_i", "dV_j", "dK_j"):
+            q_summary = report.backward_states.quantities[name]
+            assert q_summary["failed_steps"] == 0 and q_summary["steps"] > 0, name
+
+
+@pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize("S_q,S_k", [(37, 29), (21, 40)])
+def test_a_correct_tiled_backward_has_no_divergence(mask, S_q, S_k):
+    q, k, v, do = inputs(1, 2, 1, S_q, S_k, 8, seed=2)
+    states = kernel_backward_states(q, k, v, do, mask)
+    report = flashref.check(q, k, v, do=do, states=states, tile=TILE, mask=mask)
+    assert report.passed and report.states is None, str(report)
+
+
+def differs(a, b):
+    """Where two states differ (NaN equal to NaN), reduced to (B, H, T_q, T_k, B_q)."""
+    return (~((a == b) | (np.isnan(a) & np.isnan(b)))).any(axis=-1)
+
+
+def test_ds_without_D_is_found_at_the_first_tile_pair_it_changes():
+    # Bottom-right causal with S_q > S_k: the first query tile sees no key, so the first
+    # step where dS = P * dP differs from P * (dP - D) is not the first of all.
+    S_q, S_k, mask = 45, 29, "causal-bottom-right"
+    q, k, v, do = inputs(1, 2, 1, S_q, S_k, 8, seed=7)
+    right = kernel_backward_states(q, k, v, do, mask)
+    broken = kernel_backward_states(q, k, v, do, mask, {"ds_without_D"})
+    expected = first_step(differs(right["dS"], broken["dS"]), S_q, TILE[0])
+    assert expected is not None and expected[2] >= 1
+    report = flashref.check(q, k, v, do=do, states=broken, tile=TILE, mask=mask)
+    f = report.first_divergence
+    assert not report.passed and f is not None, str(report)
+    assert (at(f), f.quantity, f.algorithm, f.line, f.cause) == (
+        expected, "dS", 2, 15, "ds_without_D"), str(report)
+    assert f == report.backward_states.first_divergence
+    # The numbers are the kernel's and the gold's at the worst element.
+    b, h, i, j = expected
+    r, c = f.row - i * TILE[0], f.col - j * TILE[1]
+    assert f.found == float(broken["dS"][b, h, i, j, r, c])
+    gold = flashref.trace_states(q, k, v, do, tile=TILE, mask=mask)["gold"]["dS"]
+    assert f.expected == pytest.approx(gold[b, h, i, j, r, c], rel=1e-6)
+    passed = {s["quantity"]: s["pass"] for s in f.this_step}
+    assert passed["P"] and passed["dP"] and not passed["dS"]
+    assert "Alg. 2 line 15" in str(f) and str(report).endswith("result: FAIL\n")
+
+
+def test_the_forward_divergence_comes_first():
+    q, k, v, do = inputs(1, 2, 1, 37, 29, 8, seed=4)
+    forward = kernel_states(q, k, v, "none", {"l_not_rescaled"})
+    backward = kernel_backward_states(q, k, v, do, "none", {"ds_without_D"})
+    both = flashref.check(q, k, v, do=do, states={**forward, **backward}, tile=TILE)
+    assert both.first_divergence == both.states.first_divergence
+    assert both.first_divergence.cause == "l_not_rescaled"
+    assert both.backward_states.first_divergence.cause == "ds_without_D"
+    assert both.to_dict()["first_divergence"]["quantity"] == "l"
+    # With the forward right, the backward's is the first.
+    right = kernel_states(q, k, v, "none")
+    one = flashref.check(q, k, v, do=do, states={**right, **backward}, tile=TILE)
+    assert one.states.passed and one.first_divergence.cause == "ds_without_D"
+    assert one.to_dict()["first_divergence"]["quantity"] == "dS"
+    # A subset: dS alone, and D as the kernel's own (B, H, S_q) buffer.
+    D = (do * flash_forward(q, k, v, tile_q=TILE[0], tile_k=TILE[1])[0]).sum(axis=-1)
+    only = flashref.check(q, k, v, do=do, states={"dS": backward["dS"], "D": D}, tile=TILE)
+    assert only.backward_states.files == ("D", "dS") and only.states is None
+    assert at(only.first_divergence) == at(one.first_divergence)
+    assert only.first_divergence.quantity == "dS"
+
+
+@needs_cli
+def test_check_backward_states_reports_as_the_cli_does(tmp_path):
+    q, k, v, do = inputs(1, 2, 1, 37, 29, 8, seed=4)
+    states = {**kernel_states(q, k, v, "causal"),
+              **kernel_backward_states(q, k, v, do, "causal", {"ds_without_D"})}
+    folder = tmp_path / "states"
+    folder.mkdir()
+    for name, a in states.items():
+        np.save(folder / f"{name}.npy", a)
+    args = save_inputs(tmp_path, q, k, v, do) + ["--mask", "causal", "--tile", "16,8",
+                                                 "--states", str(folder)]
+    text = run_cli("check", *args)
+    as_json = run_cli("check", *args, "--json")
+    assert (text.returncode, as_json.returncode) == (1, 1), text.stderr
+    for given in (folder, states):
+        report = flashref.check(q, k, v, do=do, states=given, tile=TILE, mask="causal")
+        expected = json.loads(as_json.stdout)
+        if given is states:  # the dict's files are its keys, the folder's its file names
+            for part in ("states", "backward_states"):
+                expected[part]["files"] = [n[:-len(".npy")] for n in expected[part]["files"]]
+        else:
+            assert str(report) == text.stdout
+        assert report.to_dict() == expected
+        assert report.first_divergence.cause == "ds_without_D"
+
+
+def test_bad_backward_states_name_themselves(tmp_path):
+    q, k, v, do = inputs(1, 2, 1, 20, 20, 8)
+    good = flashref.trace_states(q, k, v, do, tile=TILE)["baseline"]
+    np.save(tmp_path / "D.npy", good["D"])
+    bad_shape = tmp_path / "bad"
+    bad_shape.mkdir()
+    np.save(bad_shape / "dK.npy", good["dQ"])
+    bad = [
+        (dict(states={"dS": good["dS"]}), ValueError, "do"),
+        (dict(states=tmp_path), ValueError, "do"),
+        (dict(do=do, states={"dS": good["dK"]}), ValueError, "states['dS']"),
+        (dict(do=do, states={"D": good["D"][:, :, :1]}), ValueError, "states['D']"),
+        (dict(do=do, states={"dV": good["dS"]}), ValueError, "states['dV']"),
+        (dict(do=do, states={"dQ": np.zeros(good["dQ"].shape, np.int32)}), TypeError,
+         "states['dQ']"),
+        (dict(do=do, states={"dk": good["dK"]}), ValueError, "states"),
+        (dict(do=do, states={"D": None, "dS": None}), ValueError, "states"),
+        (dict(do=do, states=bad_shape), ValueError, str(bad_shape / "dK.npy")),
+    ]
+    for kwargs, error, name in bad:
+        with pytest.raises(error) as e:
+            flashref.check(q, k, v, tile=TILE, **kwargs)
+        assert str(e.value).startswith(name + ":"), (name, str(e.value))
+    # The backward's states past the size limit are refused before any work, naming select.
+    big_q = np.zeros((1, 2, 2048, 64), np.float32)
+    big_kv = np.zeros((1, 1, 2048, 64), np.float32)
+    with pytest.raises(ValueError, match=r"^select: the backward states .*select=\(b, h\)"):
+        flashref.trace_states(big_q, big_kv, big_kv, big_q, tile=16)

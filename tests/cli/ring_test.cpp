@@ -51,7 +51,7 @@ TEST(RingCli, BadRankCountsExitTwoAndNameTheOption) {
   }
 }
 
-// A device backend runs as a ring too (on copies of the ranks' host buffers): on a GPU it is
+// A device backend runs as a ring too (its ranks' buffers on the device): on a GPU it is
 // judged like the backend itself; without one it is unavailable for the same reason.
 TEST(RingCli, DeviceBackendRunsAsARingWhereItRuns) {
   const std::vector<std::string> names = backend_names();

@@ -1,8 +1,9 @@
 // Partial attention on the cuda backend, and ring attention over it on one GPU (the in-process
-// transport, each rank's calls on device copies of its host buffers): keys split into blocks
-// placed at their global positions and merged by logsumexp in any order, and R = 1..4 ranks,
-// pass the rule against the gold of the whole problem, forward and backward, on random
-// awkward problems (every mask, dtype, GQA, partial tiles); a fixed R gives the same bits.
+// transport, the ranks' buffers on the device): keys split into blocks placed at their global
+// positions and merged by logsumexp in any order (the split-keys backend over host_staged
+// device copies), and R = 1..4 ranks, pass the rule against the gold of the whole problem,
+// forward and backward, on random awkward problems (every mask, dtype, GQA, partial tiles); a
+// fixed R gives the same bits.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
@@ -72,8 +73,7 @@ TEST(CudaRing, FixedRankCountGivesIdenticalBits) {
   const auto ring = ring::make_ring_backend(make_backend("cuda"), 3);
   const bool ok = rc::check("ring3(cuda) twice: the same bits", [&] {
     const verify::VerifyCase c = *verify::gen_case(cuda_bounds());
-    const verify::ProblemData data =
-        verify::make_problem_data(c.problem, verify::input_options(c));
+    const verify::ProblemData data = verify::make_problem_data(c.problem, verify::input_options(c));
     verify::RunOptions run;
     run.exec = verify::exec_options(c);
     run.layout = c.layout;

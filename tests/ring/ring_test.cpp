@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -173,6 +177,94 @@ TEST(InProcessTransport, AbortReleasesAWaitingRank) {
   hub.abort();
   waiter.join();
 }
+
+// The hub's copies are its store's: a store that keeps each message reversed and delivers it
+// reversed back sees every message once each way, and the bytes arrive as sent.
+class ReversingStore final : public MessageStore {
+ public:
+  std::shared_ptr<void> keep(const void* data, std::size_t bytes) const override {
+    std::shared_ptr<std::byte[]> copy(new std::byte[bytes > 0 ? bytes : 1]);
+    const auto* in = static_cast<const std::byte*>(data);
+    for (std::size_t i = 0; i < bytes; ++i) copy[i] = in[bytes - 1 - i];
+    ++kept;
+    return copy;
+  }
+  void deliver(void* dst, const void* kept_bytes, std::size_t bytes) const override {
+    const auto* in = static_cast<const std::byte*>(kept_bytes);
+    auto* out = static_cast<std::byte*>(dst);
+    for (std::size_t i = 0; i < bytes; ++i) out[i] = in[bytes - 1 - i];
+    ++delivered;
+  }
+  mutable std::atomic<int> kept{0}, delivered{0};
+};
+
+TEST(InProcessTransport, EveryMessageGoesThroughTheHubsStore) {
+  const auto store = std::make_shared<ReversingStore>();
+  InProcessHub hub(2, store);
+  const std::array<int, 3> a{1, 2, 3}, b{4, 5, 6};
+  std::array<int, 3> got0{}, got1{};
+  std::thread other([&] {
+    hub.rank(1).start_exchange(b.data(), sizeof b, 0, got1.data(), sizeof got1, 0);
+    hub.rank(1).wait();
+  });
+  hub.rank(0).start_exchange(a.data(), sizeof a, 1, got0.data(), sizeof got0, 1);
+  hub.rank(0).wait();
+  other.join();
+  EXPECT_EQ(got0, b);
+  EXPECT_EQ(got1, a);
+  EXPECT_EQ(store->kept.load(), 2);
+  EXPECT_EQ(store->delivered.load(), 2);
+  EXPECT_THROW(InProcessHub(2, nullptr), InvalidArgument);
+}
+
+#ifndef FLASHREF_HAVE_CUDA
+// A device backend (here a stand-in) needs the ring's device side, which a build without CUDA
+// lacks: the ring says so instead of touching device pointers as host memory.
+class StandInRuntime final : public DeviceRuntime {
+ public:
+  void* allocate(std::size_t) const override { return nullptr; }
+  void release(void*) const override {}
+  void to_device(void*, const void*, std::size_t) const override {}
+  void to_host(void*, const void*, std::size_t) const override {}
+  void fill_bytes(void*, unsigned char, std::size_t) const override {}
+  void synchronize() const override {}
+  std::vector<double> time_ms(const std::function<void()>&, int, int, bool) const override {
+    return {};
+  }
+  std::size_t bytes_in_use() const override { return 0; }
+  std::string device_name() const override { return "stand-in"; }
+};
+class StandInDeviceBackend final : public Backend {
+ public:
+  std::string name() const override { return "stand-in"; }
+  MemorySpace memory_space() const override { return MemorySpace::device; }
+  const DeviceRuntime* device_runtime() const override { return &runtime_; }
+  Support supports(const Problem&) const override { return {}; }
+  void forward(const ForwardParams&) const override {}
+  void backward(const BackwardParams&) const override {}
+
+ private:
+  StandInRuntime runtime_;
+};
+
+TEST(Ring, ADeviceBackendWithoutCudaIsUnsupportedNamingWhy) {
+  const auto ring = make_ring_backend(std::make_shared<StandInDeviceBackend>(), 2);
+  EXPECT_EQ(ring->memory_space(), MemorySpace::device);
+  const Problem p = make_problem(1, 1, 1, 8, 8, 8);
+  std::vector<float> q(64), o(64), lse(8);
+  ForwardParams f;
+  f.problem = p;
+  f.q = f.k = f.v = bshd_view(q.data(), DType::f32, 1, 8, 1, 8);
+  f.o = bshd_view(o.data(), DType::f32, 1, 8, 1, 8);
+  f.lse = lse.data();
+  try {
+    ring->forward(f);
+    ADD_FAILURE() << "the ring ran a device backend without CUDA";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA"), std::string::npos) << e.what();
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace flashref::ring

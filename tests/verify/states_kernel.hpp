@@ -135,4 +135,180 @@ inline verify::CandidateStates run(const verify::ProblemData& data, const Kernel
   return out;
 }
 
+// The backward of the same kernel, written as a Triton two-pass backward is (one program per
+// query tile for dQ, one per key tile and query head for dK and dV, float32 accumulators, P and
+// dS rounded to the input dtype before their products), from the forward's O and L above,
+// storing the backward states of states.hpp from inside its loops. Mistakes planted on request.
+struct BackwardKernel {
+  std::int64_t B_q = 4, B_k = 4;
+  // Conventions (correct either way).
+  bool scale_in_dS = false;   // line 15 as printed: dS = P (dP - D) * scale
+  bool scale_in_acc = false;  // dS unscaled, but dQ_i and dK_j accumulate scale * dS K
+  // Mistakes.
+  bool ds_without_D = false;     // line 15: dS = P * dP
+  bool p_missing_scale = false;  // line 11: S = Q K^T without the softmax scale
+  bool p_unmasked = false;       // the backward's S not masked (the forward's was)
+  bool dk_with_P = false;        // line 17: dK_j += P^T Q instead of dS^T Q
+  bool lse_base_mismatch = false;  // P = exp2(S log2(e) - L) with the forward's natural L
+};
+
+inline verify::CandidateBackwardStates run_backward(const verify::ProblemData& data,
+                                                    const BackwardKernel& k) {
+  const Problem& p = data.problem;
+  const auto z = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+  const std::int64_t T_q = (p.S_q + k.B_q - 1) / k.B_q, T_k = (p.S_k + k.B_k - 1) / k.B_k;
+  const std::int64_t d = p.d;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const float scale = static_cast<float>(p.scale);
+
+  // The forward's O (rounded to the dtype, as stored) and L, from its last visited state.
+  Kernel fwd;
+  fwd.B_q = k.B_q;
+  fwd.B_k = k.B_k;
+  const verify::CandidateStates f = run(data, fwd);
+  std::vector<float> O(z(p.B * p.H * p.S_q * d), 0.0f), L(z(p.B * p.H * p.S_q), ninf);
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t h = 0; h < p.H; ++h)
+      for (std::int64_t q = 0; q < p.S_q; ++q) {
+        const std::size_t i = z(q / k.B_q), r = z(q % k.B_q), row = z((b * p.H + h) * p.S_q + q);
+        for (std::int64_t j = T_k - 1; j >= 0; --j) {
+          const double m = (*f.m)(z(b), z(h), i, z(j), r);
+          if (std::isnan(m)) continue;
+          const double l = (*f.l)(z(b), z(h), i, z(j), r);
+          if (m == ninf) break;
+          L[row] = static_cast<float>(m) + std::log(static_cast<float>(l));
+          for (std::int64_t c = 0; c < d; ++c)
+            O[row * z(d) + z(c)] =
+                round_to(p.dtype, static_cast<float>((*f.acc)(z(b), z(h), i, z(j), r, z(c))) /
+                                      static_cast<float>(l));
+          break;
+        }
+      }
+
+  const auto last_key = [&](std::int64_t q) {
+    switch (p.mask) {
+      case Mask::none:
+        return p.S_k - 1;
+      case Mask::causal_top_left:
+        return std::min(q, p.S_k - 1);
+      case Mask::causal_bottom_right:
+        return std::min(q + p.S_k - p.S_q, p.S_k - 1);
+    }
+    return q;
+  };
+  // Whether query tile i visits key tile j (a causal kernel skips the others).
+  const auto visits = [&](std::int64_t i, std::int64_t j) {
+    return last_key(std::min(p.S_q, (i + 1) * k.B_q) - 1) >= j * k.B_k;
+  };
+  const auto in = [](const verify::HostTensor& t, std::int64_t b, std::int64_t h, std::int64_t s,
+                     std::int64_t c) { return t.get(b, h, s, c); };
+  // Lines 11-15 for query q and key `key` of head (b, h): P, dP, dS (dS in the kernel's
+  // convention).
+  struct Entry {
+    float P, dP, dS;
+  };
+  std::vector<float> D(L.size(), 0.0f);
+  const auto entry = [&](std::int64_t b, std::int64_t h, std::int64_t q, std::int64_t key) {
+    const std::int64_t hk = h / p.group_size();
+    const std::size_t row = z((b * p.H + h) * p.S_q + q);
+    float dot = 0.0f, dP = 0.0f;
+    for (std::int64_t c = 0; c < d; ++c) {
+      dot += in(data.q, b, h, q, c) * in(data.k, b, hk, key, c);
+      dP += in(data.dO, b, h, q, c) * in(data.v, b, hk, key, c);
+    }
+    const float S = k.p_missing_scale ? dot : dot * scale;
+    const bool seen = k.p_unmasked || key <= last_key(q);
+    const float log2e = std::numbers::log2e_v<float>;
+    const float P = !seen || L[row] == ninf ? 0.0f
+                    : k.lse_base_mismatch   ? std::exp2(S * log2e - L[row])
+                                            : std::exp(S - L[row]);
+    float dS = k.ds_without_D ? P * dP : P * (dP - D[row]);
+    if (k.scale_in_dS) dS *= scale;
+    return Entry{P, dP, dS};
+  };
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t h = 0; h < p.H; ++h)
+      for (std::int64_t q = 0; q < p.S_q; ++q) {
+        // Line 2: D = rowsum(dO * O), from O as stored.
+        const std::size_t row = z((b * p.H + h) * p.S_q + q);
+        float s = 0.0f;
+        for (std::int64_t c = 0; c < d; ++c) s += in(data.dO, b, h, q, c) * O[row * z(d) + z(c)];
+        D[row] = s;
+      }
+  const float acc_scale = k.scale_in_acc ? scale : 1.0f;
+
+  verify::CandidateBackwardStates out;
+  xt::xtensor<double, 4> Dst = xt::xtensor<double, 4>::from_shape({z(p.B), z(p.H), z(T_q), z(k.B_q)});
+  const std::vector<std::size_t> pair = {z(p.B), z(p.H), z(T_q), z(T_k), z(k.B_q), z(k.B_k)};
+  xt::xtensor<double, 6> Pst = xt::xtensor<double, 6>::from_shape(pair), dPst = Pst, dSst = Pst;
+  xt::xtensor<double, 6> dQst =
+      xt::xtensor<double, 6>::from_shape({z(p.B), z(p.H), z(T_q), z(T_k), z(k.B_q), z(d)});
+  xt::xtensor<double, 6> dVst =
+      xt::xtensor<double, 6>::from_shape({z(p.B), z(p.H), z(T_k), z(T_q), z(k.B_k), z(d)});
+  xt::xtensor<double, 6> dKst = dVst;
+  for (auto* a : {&Pst, &dPst, &dSst, &dQst, &dVst, &dKst}) a->fill(nan);
+  Dst.fill(nan);
+
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t h = 0; h < p.H; ++h) {
+      const std::int64_t hk = h / p.group_size();
+      // The dQ pass: one program per query tile, a loop over the key tiles it sees.
+      for (std::int64_t i = 0; i < T_q; ++i) {
+        const std::int64_t rows = std::min(k.B_q, p.S_q - i * k.B_q);
+        std::vector<float> dQ(z(rows * d), 0.0f);
+        for (std::int64_t r = 0; r < rows; ++r)
+          Dst(z(b), z(h), z(i), z(r)) = D[z((b * p.H + h) * p.S_q + i * k.B_q + r)];
+        for (std::int64_t j = 0; j < T_k && visits(i, j); ++j) {
+          for (std::int64_t r = 0; r < rows; ++r) {
+            const std::int64_t q = i * k.B_q + r;
+            for (std::int64_t key = j * k.B_k; key < std::min(p.S_k, (j + 1) * k.B_k); ++key) {
+              const Entry e = entry(b, h, q, key);
+              const std::size_t c0 = z(key - j * k.B_k);
+              Pst(z(b), z(h), z(i), z(j), z(r), c0) = e.P;
+              dPst(z(b), z(h), z(i), z(j), z(r), c0) = e.dP;
+              dSst(z(b), z(h), z(i), z(j), z(r), c0) = e.dS;
+              const float dS_op = round_to(p.dtype, e.dS);  // the dot's operand dtype
+              for (std::int64_t c = 0; c < d; ++c)
+                dQ[z(r * d + c)] += acc_scale * dS_op * in(data.k, b, hk, key, c);
+            }
+            for (std::int64_t c = 0; c < d; ++c)
+              dQst(z(b), z(h), z(i), z(j), z(r), z(c)) = dQ[z(r * d + c)];
+          }
+        }
+      }
+      // The dK/dV pass: one program per key tile (of this query head), a loop over query tiles.
+      for (std::int64_t j = 0; j < T_k; ++j) {
+        const std::int64_t keys = std::min(k.B_k, p.S_k - j * k.B_k);
+        std::vector<float> dV(z(keys * d), 0.0f), dK(z(keys * d), 0.0f);
+        for (std::int64_t i = 0; i < T_q; ++i) {
+          if (!visits(i, j)) continue;
+          for (std::int64_t q = i * k.B_q; q < std::min(p.S_q, (i + 1) * k.B_q); ++q)
+            for (std::int64_t kr = 0; kr < keys; ++kr) {
+              const Entry e = entry(b, h, q, j * k.B_k + kr);
+              const float P_op = round_to(p.dtype, e.P);
+              const float dS_op = round_to(p.dtype, k.dk_with_P ? e.P : e.dS);
+              for (std::int64_t c = 0; c < d; ++c) {
+                dV[z(kr * d + c)] += P_op * in(data.dO, b, h, q, c);
+                dK[z(kr * d + c)] += acc_scale * dS_op * in(data.q, b, h, q, c);
+              }
+            }
+          for (std::int64_t kr = 0; kr < keys; ++kr)
+            for (std::int64_t c = 0; c < d; ++c) {
+              dVst(z(b), z(h), z(j), z(i), z(kr), z(c)) = dV[z(kr * d + c)];
+              dKst(z(b), z(h), z(j), z(i), z(kr), z(c)) = dK[z(kr * d + c)];
+            }
+        }
+      }
+    }
+  out.D = std::move(Dst);
+  out.P = std::move(Pst);
+  out.dP = std::move(dPst);
+  out.dS = std::move(dSst);
+  out.dQ = std::move(dQst);
+  out.dV = std::move(dVst);
+  out.dK = std::move(dKst);
+  return out;
+}
+
 }  // namespace flashref::states_kernel

@@ -81,18 +81,34 @@ int run_check(const CheckSettings& s) {
   std::optional<verify::StatesGrid> grid;
   std::optional<verify::StatesShape> shape;
   verify::CandidateStates states;
-  std::vector<std::string> state_files;
+  verify::CandidateBackwardStates backward_states;
+  std::vector<std::string> state_files, backward_files;
+  bool forward_given = false, backward_given = false;
   if (!s.states.empty()) {
     grid = states_grid;
     shape = verify::states_shape(p, *grid);
-    require_states_fit(p, *shape);
-    states = read_states(s.states, p, *shape, state_files);
+    forward_given = has_forward_states(s.states);
+    backward_given = has_backward_states(s.states);
+    if (backward_given && input.data.dO.empty()) {
+      throw InvalidArgument("--do", s.states + " holds backward states (D, P, dP, dS, dQ, dV, "
+                                    "dK): judging them needs --do, the gradient of O");
+    }
+    if (forward_given || !backward_given) {
+      require_states_fit(p, *shape);
+      states = read_states(s.states, p, *shape, state_files);
+    }
+    if (backward_given) {
+      require_backward_states_fit(p, *shape);
+      backward_states = read_backward_states(s.states, p, *shape, backward_files);
+    }
   }
   if (tile_q == 0) tile_q = kReportTile;
   if (tile_k == 0) tile_k = kReportTile;
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
   MemoryNeed need = judge_need(p, !input.data.dO.empty(), 0);
-  if (shape) need.bytes += 8.0 * 8.0 * shape->elements();  // gold, sigmas, baseline, candidate
+  if (forward_given) need.bytes += 8.0 * 8.0 * shape->elements();  // gold, sigmas, baseline, candidate
+  // The backward's gold, its three floors, the baseline and the candidate.
+  if (backward_given) need.bytes += 6.0 * 8.0 * shape->backward_elements();
   require_memory(s.inputs.q, p, need);
   std::optional<verify::CheckResult> result;
   if (!candidate.empty()) {
@@ -103,8 +119,13 @@ int run_check(const CheckSettings& s) {
     }
   }
   std::optional<verify::StatesReport> report;
-  if (grid) report = verify::judge_forward_states(input.data, *grid, states);
-  const bool passed = (!result || result->passed()) && (!report || report->passed());
+  std::optional<verify::BackwardStatesReport> backward;
+  if (forward_given) report = verify::judge_forward_states(input.data, *grid, states);
+  if (backward_given) {
+    backward = verify::judge_backward_states(input.data, *grid, backward_states);
+  }
+  const bool passed = (!result || result->passed()) && (!report || report->passed()) &&
+                      (!backward || backward->passed());
   if (s.json) {
     nlohmann::json j = result ? verify::to_json(p, *result)
                               : nlohmann::json{{"command", "check"},
@@ -117,21 +138,30 @@ int run_check(const CheckSettings& s) {
       j["states"]["B_k"] = shape->B_k;
       j["first_divergence"] = j["states"]["first_divergence"];
     }
+    if (backward) {
+      j["backward_states"] = verify::to_json(*backward);
+      j["backward_states"]["files"] = backward_files;
+      j["backward_states"]["B_q"] = shape->B_q;
+      j["backward_states"]["B_k"] = shape->B_k;
+      // Algorithm 1 runs first: its divergence, when there is one, is the first.
+      if (!report || report->passed()) {
+        j["first_divergence"] = j["backward_states"]["first_divergence"];
+      }
+    }
     j["passed"] = passed;
     std::cout << j.dump(2) << "\n";
   } else {
     if (result) {
       std::string text = format_check(p, *result);
       // One verdict at the end, after the states.
-      if (report) text.erase(text.rfind("\nresult: "));
+      if (report || backward) text.erase(text.rfind("\nresult: "));
       std::cout << text;
     } else {
       std::cout << "problem: " << describe(p) << "\n";
     }
-    if (report) {
-      std::cout << "\n" << format_states(*report, *shape, state_files);
-      std::cout << "\nresult: " << (passed ? "PASS" : "FAIL") << "\n";
-    }
+    if (report) std::cout << "\n" << format_states(*report, *shape, state_files);
+    if (backward) std::cout << "\n" << format_backward_states(*backward, *shape, backward_files);
+    if (report || backward) std::cout << "\nresult: " << (passed ? "PASS" : "FAIL") << "\n";
   }
   return passed ? kExitPass : kExitFail;
 }
@@ -165,9 +195,10 @@ Command add_check_command(CLI::App& app) {
                   "L's floor follows it")
       ->capture_default_str();
   sub->add_option("--states", settings->states,
-                  "a folder of your kernel's per-step states (m.npy, l.npy, acc.npy; "
+                  "a folder of your kernel's per-step states (m.npy, l.npy, acc.npy; with --do "
+                  "also D.npy, P.npy, dP.npy, dS.npy, dQ.npy, dV.npy, dK.npy; "
                   "docs/checking-your-kernel.md, \"States\"): find the first step (b, h, i, j) "
-                  "where they leave Algorithm 1; needs --tile")
+                  "where they leave Algorithm 1 (2); needs --tile")
       ->group("States");
   sub->add_option("--select", settings->select,
                   "b,h or b,h,i: the states hold only batch b, head h (and query tile i)")

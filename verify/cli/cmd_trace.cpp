@@ -68,7 +68,7 @@ void require_readable(const Problem& p, int tile_q, int tile_k, bool grid_only) 
 
 int run_trace(const TraceOptions& o) {
   if (!o.states.q.empty() || !o.states.k.empty() || !o.states.v.empty() ||
-      !o.states.out.empty() || !o.states.select.empty()) {
+      !o.states.dO.empty() || !o.states.out.empty() || !o.states.select.empty()) {
     // The given options that belong to the random walkthrough only.
     const std::pair<CLI::Option*, const char*> random_only[] = {
         {o.shape_opt, "--shape"}, {o.seed_opt, "--seed"}};
@@ -79,10 +79,14 @@ int run_trace(const TraceOptions& o) {
                                         "--v take their shape from the files");
       }
     }
-    if (o.backward || o.grid_only || o.heads_kv > 0 || o.format != "text") {
-      throw InvalidArgument("--out", "the states of --q --k --v are the forward's (Algorithm 1) "
-                                     "as .npy files: --backward, --grid, --heads-kv and --format "
-                                     "do not apply");
+    if (o.grid_only || o.heads_kv > 0 || o.format != "text") {
+      throw InvalidArgument("--out", "the states of --q --k --v are written as .npy files: "
+                                     "--grid, --heads-kv and --format do not apply");
+    }
+    // --do is what makes the backward's states; --backward alone would have no dO.
+    if (o.backward && o.states.dO.empty()) {
+      throw InvalidArgument("--do", "the backward's states of your inputs need dO: give --do "
+                                    "(--backward is then implied)");
     }
     StatesTraceOptions s = o.states;
     if (o.tile_opt->count() == 0) {
@@ -152,7 +156,8 @@ Command add_trace_command(CLI::App& app) {
       "which tiles are skipped, run without index comparison, or compare indices. Inputs are\n"
       "random (--seed), rounded to one decimal. Exit 0, or 2 on bad usage.\n"
       "With --q --k --v --tile B_q,B_k --out DIR: write the per-step states m, l, acc of your\n"
-      "own inputs in your tiles, for `flashref check --states`.");
+      "own inputs in your tiles, for `flashref check --states`; with --do also the backward's\n"
+      "D, P, dP, dS, dQ, dV, dK.");
   o->shape_opt = sub->add_option("--shape", o->shape, "B,H,S_q,S_k,d, or B,H,S,d when S_q = S_k")
       ->capture_default_str();
   sub->add_option("--heads-kv", o->heads_kv, "key/value heads H_kv (default H)");
@@ -174,9 +179,14 @@ Command add_trace_command(CLI::App& app) {
   sub->add_option("--k", o->states.k, "K: (B, H_kv, S_k, d) or (B, S_k, d)")
       ->group("States on your inputs");
   sub->add_option("--v", o->states.v, "V: the shape of K")->group("States on your inputs");
+  sub->add_option("--do", o->states.dO,
+                  "dO: the shape of Q; also write the backward's states (Algorithm 2): D, P, dP, "
+                  "dS, dQ, dV, dK")
+      ->group("States on your inputs");
   sub->add_option("--out", o->states.out,
                   "write the states of Algorithm 1 for your tiles (--tile) into this folder: "
-                  "m.npy, l.npy, acc.npy (the cpu mirror, float32) and gold/ (float64); "
+                  "m.npy, l.npy, acc.npy (with --do also Algorithm 2's D.npy, P.npy, dP.npy, "
+                  "dS.npy, dQ.npy, dV.npy, dK.npy; the cpu mirror, float32) and gold/ (float64); "
                   "docs/checking-your-kernel.md, \"States\"")
       ->group("States on your inputs");
   sub->add_option("--select", o->states.select,

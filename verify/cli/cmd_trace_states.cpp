@@ -1,7 +1,9 @@
-// `flashref trace --q --k --v --tile B_q,B_k --out DIR`: runs the cpu mirror with its trace
-// observer on the user's inputs, in the user's tiles, and writes the states of Algorithm 1
-// (the baseline, float32) and the gold's (float64) for `flashref check --states`.
+// `flashref trace --q --k --v [--do] --tile B_q,B_k --out DIR`: runs the cpu mirror with its
+// trace observer on the user's inputs, in the user's tiles, and writes the states of Algorithm
+// 1 (with --do also of Algorithm 2) (the baseline, float32) and the gold's (float64) for
+// `flashref check --states`.
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +36,7 @@ int run_trace_states(const StatesTraceOptions& o) {
   files.q = o.q;
   files.k = o.k;
   files.v = o.v;
+  files.dO = o.dO;
   files.mask = o.mask;
   files.dtype = o.dtype;
   NpyProblem input = load_npy_problem(files);
@@ -43,15 +46,30 @@ int run_trace_states(const StatesTraceOptions& o) {
     validate(p);
   }
   const verify::StatesShape shape = verify::states_shape(p, grid);
+  const bool backward = !input.data.dO.empty();
   require_states_fit(p, shape);
-  // The mirror runs the selected heads; the arrays are 3 copies of the states (feasibility.hpp).
-  MemoryNeed need = backend_need(p, "cpu", false, 1, tile_q, tile_k);
+  if (backward) require_backward_states_fit(p, shape);
+  // The mirror runs the selected heads; the arrays are 3 copies of the states (the backward's:
+  // the gold, its three floors and the baseline) (feasibility.hpp).
+  MemoryNeed need = backend_need(p, "cpu", backward, 1, tile_q, tile_k);
   need.bytes += 3.0 * 8.0 * shape.elements();
+  if (backward) need.bytes += 5.0 * 8.0 * shape.backward_elements();
   require_memory(o.q, p, need);
 
+  // Everything is computed before anything is written.
   const verify::ForwardStates base = verify::baseline_forward_states(input.data, grid);
   const verify::GoldForwardStates gold = verify::gold_forward_states(input.data, grid);
-  const std::vector<WrittenState> written = write_states(o.out, base, gold.value);
+  std::optional<verify::BackwardStates> base_bwd;
+  std::optional<verify::GoldBackwardStates> gold_bwd;
+  if (backward) {
+    base_bwd = verify::baseline_backward_states(input.data, grid);
+    gold_bwd = verify::gold_backward_states(input.data, grid);
+  }
+  std::vector<WrittenState> written = write_states(o.out, base, gold.value);
+  if (backward) {
+    for (WrittenState& w : write_backward_states(o.out, *base_bwd, gold_bwd->value))
+      written.push_back(std::move(w));
+  }
 
   if (o.json) {
     nlohmann::json list = nlohmann::json::array();
@@ -88,6 +106,12 @@ int run_trace_states(const StatesTraceOptions& o) {
   }
   std::cout << "key tiles a causal kernel skips hold the last visited state; rows past S_q hold "
                "NaN\n";
+  if (backward) {
+    std::cout << "backward (Algorithm 2, D then the dQ pass then the dK/dV pass): D (line 2); "
+                 "P, dP, dS per tile pair (lines 12, 14, 15, no scale); dQ_i after each key "
+                 "tile (16), dV_j and dK_j of each query head after each query tile (13, 17), "
+                 "without the scale; skipped tile pairs hold P = dS = 0, dP = NaN\n";
+  }
   return kExitPass;
 }
 

@@ -10,7 +10,8 @@ CLI::Option* add_ranks_option(CLI::App& app, int& ranks) {
       "--ranks", ranks,
       "run each backend as R ranks of ring attention over the in-process transport "
       "(zigzag shards; K/V blocks passed around the ring, partial results merged by logsumexp; "
-      "dK/dV sent home; a device backend runs on copies of the ranks' host buffers), 1 to " +
+      "dK/dV sent home; with a device backend the ranks are threads on one GPU and their buffers "
+      "stay on it), 1 to " +
           std::to_string(verify::kMaxRanks));
 }
 

@@ -35,6 +35,31 @@ struct WrittenState {
 std::vector<WrittenState> write_states(const std::string& dir, const verify::ForwardStates& base,
                                        const verify::ForwardStates& gold);
 
+// Throws InvalidArgument("--select", ...) when the backward's seven arrays of `shape` together
+// exceed kMaxStateElements.
+void require_backward_states_fit(const Problem& p, const verify::StatesShape& shape);
+
+// DIR/{D,P,dP,dS,dQ,dV,dK}.npy (the baseline, float32) and DIR/gold/ (float64), as
+// write_states.
+std::vector<WrittenState> write_backward_states(const std::string& dir,
+                                                const verify::BackwardStates& base,
+                                                const verify::BackwardStates& gold);
+
+// Whether DIR holds any of the forward's (m, l, acc) or the backward's (D, P, ...) files.
+bool has_forward_states(const std::string& dir);
+bool has_backward_states(const std::string& dir);
+
+// Reads DIR's backward files, those that exist (at least one). D may also be (B, H, S_q), the
+// kernel's own D buffer, when no query tile is selected. Throws InvalidArgument naming the file.
+verify::CandidateBackwardStates read_backward_states(const std::string& dir, const Problem& p,
+                                                     const verify::StatesShape& shape,
+                                                     std::vector<std::string>& files_read);
+
+// The backward states section of check's report.
+std::string format_backward_states(const verify::BackwardStatesReport& r,
+                                   const verify::StatesShape& shape,
+                                   const std::vector<std::string>& files);
+
 // Reads DIR/m.npy, l.npy, acc.npy, those that exist (at least one). With one head (and no
 // head selected), files without the head axis are taken too. Throws InvalidArgument naming
 // --states or the file.

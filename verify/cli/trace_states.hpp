@@ -1,5 +1,5 @@
-// `flashref trace --q --k --v --tile B_q,B_k --out DIR [--select b,h[,i]]`: the states of
-// Algorithm 1 on the user's own inputs, in the layout of states.hpp (cmd_trace_states.cpp).
+// `flashref trace --q --k --v [--do] --tile B_q,B_k --out DIR [--select b,h[,i]]`: the states
+// of Algorithm 1 (and with --do, of Algorithm 2) on the user's own inputs, in the layout of states.hpp (cmd_trace_states.cpp).
 #pragma once
 
 #include <string>
@@ -8,6 +8,7 @@ namespace flashref::cli {
 
 struct StatesTraceOptions {
   std::string q, k, v, out, select;
+  std::string dO;  // with it, the backward's states too (Algorithm 2)
   std::string tile, mask = "none", dtype;  // dtype empty: the dtype of Q's file
   bool scale_given = false;
   double scale = 0.0;

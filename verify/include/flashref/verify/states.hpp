@@ -48,8 +48,13 @@ struct StatesShape {
   std::int64_t T_q = 0, T_k = 0, B_q = 0, B_k = 0, d = 0;
   std::int64_t b0 = 0, h0 = 0, i0 = 0;  // the first batch, head, query tile in the arrays
   std::vector<std::size_t> vector_shape() const;  // (nb, nh, nq, T_k, B_q)
-  std::vector<std::size_t> matrix_shape() const;  // (nb, nh, nq, T_k, B_q, d)
+  std::vector<std::size_t> matrix_shape() const;  // (nb, nh, nq, T_k, B_q, d): acc, dQ
   double elements() const;                        // of acc: the largest array
+  // The backward's arrays (states.hpp, "Backward states").
+  std::vector<std::size_t> row_shape() const;   // (nb, nh, nq, B_q): D
+  std::vector<std::size_t> pair_shape() const;  // (nb, nh, nq, T_k, B_q, B_k): P, dP, dS
+  std::vector<std::size_t> key_shape() const;   // (nb, nh, T_k, nq, B_k, d): dK, dV
+  double backward_elements() const;             // of all seven arrays together
 };
 StatesShape states_shape(const Problem& problem, const StatesGrid& grid);
 
@@ -80,9 +85,11 @@ struct GoldForwardStates {
 ForwardStates baseline_forward_states(const ProblemData& data, const StatesGrid& grid);
 GoldForwardStates gold_forward_states(const ProblemData& data, const StatesGrid& grid);
 
-enum class StateQuantity : std::uint8_t { m, l, acc };
-std::string_view state_name(StateQuantity q);  // "m", "l", "acc"
-int state_line(StateQuantity q);               // Algorithm 1's line: 10, 12, 13
+// m, l, acc: Algorithm 1's states; D .. dK: Algorithm 2's (below).
+enum class StateQuantity : std::uint8_t { m, l, acc, D, P, dP, dS, dQ, dV, dK };
+std::string_view state_name(StateQuantity q);  // "m", "l", "acc", "D", "P", ..., "dQ_i", "dV_j", "dK_j"
+int state_algorithm(StateQuantity q);          // 1 for m, l, acc; 2 for the others
+int state_line(StateQuantity q);  // the line of its algorithm: 10, 12, 13; 2, 12, 14, 15, 16, 13, 17
 std::string_view state_formula(StateQuantity q);
 
 // The conventions a kernel's states may differ in without being wrong; found, not asked.
@@ -106,8 +113,10 @@ struct StepCheck {
   double candidate_err = 0.0, baseline_err = 0.0;
   double k = 0.0, floor_rounding = 0.0, floor_noise = 0.0, limit = 0.0, ratio = 0.0;
   bool pass = true;
-  // The worst element of the candidate: query row (global) and column of d (-1 for m, l), the
-  // gold's value there (in the candidate's convention) and the candidate's.
+  // The worst element of the candidate: its row, the global query (the global key for dK_j,
+  // dV_j), and column: of d for acc, dQ_i, dK_j, dV_j, the global key for P, dP, dS, -1 for
+  // m, l, D. The gold's value there (in the candidate's convention) and the candidate's. For D
+  // (a state of the query tile, before any key tile) j is -1.
   std::int64_t row = 0, col = -1;
   double expected = 0.0, found = 0.0;
 };
@@ -150,5 +159,87 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
 // {"conventions", "quantities", "first_divergence": {b, h, i, j, quantity, line, expected,
 // found, ...} or null, "passed"}.
 nlohmann::json to_json(const StatesReport& report);
+
+// ---------------------------------------------------------------------------------------------
+// Backward states: Algorithm 2 as the cpu backend runs it, in two passes after line 2 (D):
+//   the dQ pass, for each (b, h, i), key tiles j in increasing order: P (line 12), dP (14),
+//     dS (15) of tile pair (i, j), then the accumulator dQ_i (16);
+//   the dK/dV pass, for each (b, h, j), query tiles i in increasing order: dV_j (13), dK_j (17).
+// The layout (every array float32; the scale of line 15 is applied once, after the loops, as
+// the cpu and most kernels do, so dS and the dQ_i, dK_j accumulators hold no scale):
+//   D  (B, H, T_q, B_q)               D = rowsum(dO * O) (line 2)
+//   P  (B, H, T_q, T_k, B_q, B_k)     P_ij = exp(S_ij - L_i), 0 where masked (line 12)
+//   dP (B, H, T_q, T_k, B_q, B_k)     dP_ij = dO_i V_j^T (line 14); masked entries ignored
+//   dS (B, H, T_q, T_k, B_q, B_k)     dS_ij = P_ij * (dP_ij - D_i) (line 15), 0 where masked
+//   dQ (B, H, T_q, T_k, B_q, d)       dQ_i after key tiles 0..j: sum dS_ij K_j (line 16)
+//   dV (B, H, T_k, T_q, B_k, d)       dV_j after query tiles 0..i: sum P_ij^T dO_i (line 13)
+//   dK (B, H, T_k, T_q, B_k, d)       dK_j after query tiles 0..i: sum dS_ij^T Q_i (line 17)
+// dK and dV are per query head: the contribution of head h alone (with GQA the kernel's dK_j
+// of key/value head h / (H / H_kv) is the sum of its group's). Rows past S_q, keys past S_k
+// and tile pairs a causal kernel skips are ignored. A selection (b, h, i) keeps query tile i:
+// in dK and dV that is the state after query tile i (the sum over tiles 0..i).
+// The mirror's arrays hold NaN past S_q and S_k; in skipped tile pairs P = dS = 0 and dP =
+// NaN (not computed); dQ_i carries its last visited state, dK_j and dV_j stay 0 until the
+// first query tile that sees key tile j.
+struct BackwardStates {
+  xt::xtensor<double, 4> D;
+  xt::xtensor<double, 6> P, dP, dS;
+  xt::xtensor<double, 6> dQ, dV, dK;
+};
+
+// The gold states (Algorithm 2 in double on the exact inputs, from the exact O and L), and per
+// element the two parts of the rule's floor, in the layout's convention (docs/verification.md,
+// "Judging states"): `rounding`, the roundings two correct float32 kernels may differ by
+// (absolute), and `sigma`, the standard deviation the float32 rounding of the scores gives.
+// `rounding_scaled` is the rounding part for a kernel in a scaled convention (its dS, dQ, dK;
+// the other arrays as `rounding`): the scaled values round at their own size, which is not the
+// scale times the unscaled one where a dtype turns subnormal.
+struct GoldBackwardStates {
+  BackwardStates value, rounding, sigma, rounding_scaled;
+};
+
+// The cpu mirror's backward (two passes, its trace observer) in the problem's precision, run
+// from its own forward's O and L. `data.dO` must be given.
+BackwardStates baseline_backward_states(const ProblemData& data, const StatesGrid& grid);
+GoldBackwardStates gold_backward_states(const ProblemData& data, const StatesGrid& grid);
+
+// Conventions a correct backward may differ in, found, not asked: the softmax scale applied
+// to dS (line 15 as printed), or to the dQ_i and dK_j accumulators inside the loop.
+struct BackwardConventions {
+  bool dS_scaled = false;
+  bool dQ_scaled = false;
+  bool dK_scaled = false;
+};
+std::string describe(const BackwardConventions& c);
+
+// A candidate's backward states; a quantity not given is not judged.
+struct CandidateBackwardStates {
+  std::optional<xt::xtensor<double, 4>> D;
+  std::optional<xt::xtensor<double, 6>> P, dP, dS, dQ, dV, dK;
+};
+
+struct BackwardStatesReport {
+  BackwardConventions conventions;
+  std::string conventions_note;
+  std::vector<QuantitySummary> quantities;  // in line order: D, P, dP, dS, dQ_i, dV_j, dK_j
+  std::optional<FirstDivergence> first;     // previous_step: (i, j - 1) in the dQ pass, (i - 1,
+                                            // j) in the dK/dV pass, empty for D
+  bool passed() const { return !first.has_value(); }
+};
+
+// Walks D (b, h, i), then the dQ pass (b, h, i, j: P, dP, dS, dQ_i), then the dK/dV pass
+// (b, h, j, i: dV_j, dK_j); the first failing state is the first divergence. k = 3 (the
+// gradients'); floor = max rounding + 3 max sigma of the step (GoldBackwardStates). Throws
+// InvalidArgument("states", ...) when nothing is given or dO is missing, ("D.npy", ...) etc.
+// for a shape that is not the layout's.
+BackwardStatesReport judge_backward_states(const ProblemData& data, const StatesGrid& grid,
+                                           const CandidateBackwardStates& candidate);
+BackwardStatesReport judge_backward_states(const ProblemData& data, const StatesGrid& grid,
+                                           const CandidateBackwardStates& candidate,
+                                           const GoldBackwardStates& gold,
+                                           const BackwardStates& baseline);
+
+// The same keys as to_json(StatesReport), with the backward conventions.
+nlohmann::json to_json(const BackwardStatesReport& report);
 
 }  // namespace flashref::verify
