@@ -540,18 +540,7 @@ nlohmann::json to_json(const BackwardStatesReport& r) {
                           {"failed_steps", q.failed},
                           {"worst", detail::step_json(q.worst)}});
   }
-  nlohmann::json first = nullptr;
-  if (r.first) {
-    first = detail::step_json(r.first->step);
-    first["formula"] = std::string(state_formula(r.first->step.quantity));
-    first["cause"] = r.first->cause;
-    first["explanation"] = r.first->explanation;
-    first["this_step"] = nlohmann::json::array();
-    for (const StepCheck& c : r.first->this_step) first["this_step"].push_back(detail::step_json(c));
-    first["previous_step"] = nlohmann::json::array();
-    for (const StepCheck& c : r.first->previous_step)
-      first["previous_step"].push_back(detail::step_json(c));
-  }
+  const nlohmann::json first = r.first ? detail::divergence_json(*r.first) : nlohmann::json();
   return {{"conventions",
            {{"dS_scaled", r.conventions.dS_scaled},
             {"dQ_scaled", r.conventions.dQ_scaled},

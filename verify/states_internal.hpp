@@ -57,5 +57,8 @@ inline double state_error(double found, double expected) {
 // One step's check as JSON: {b, h, i, j, quantity, line, row, [col], expected, found, the
 // rule's parts, pass}.
 nlohmann::json step_json(const StepCheck& c);
+// The first divergence as JSON, for either algorithm: its step, the formula, cause and
+// explanation, and every quantity of this step and of the previous one.
+nlohmann::json divergence_json(const FirstDivergence& f);
 
 }  // namespace flashref::verify::detail

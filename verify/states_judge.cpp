@@ -474,6 +474,18 @@ nlohmann::json step_json(const StepCheck& c) {
   return j;
 }
 
+nlohmann::json divergence_json(const FirstDivergence& f) {
+  nlohmann::json first = step_json(f.step);
+  first["formula"] = std::string(state_formula(f.step.quantity));
+  first["cause"] = f.cause;
+  first["explanation"] = f.explanation;
+  first["this_step"] = nlohmann::json::array();
+  for (const StepCheck& c : f.this_step) first["this_step"].push_back(step_json(c));
+  first["previous_step"] = nlohmann::json::array();
+  for (const StepCheck& c : f.previous_step) first["previous_step"].push_back(step_json(c));
+  return first;
+}
+
 }  // namespace detail
 
 nlohmann::json to_json(const StatesReport& r) {
@@ -485,18 +497,7 @@ nlohmann::json to_json(const StatesReport& r) {
                           {"failed_steps", q.failed},
                           {"worst", detail::step_json(q.worst)}});
   }
-  nlohmann::json first = nullptr;
-  if (r.first) {
-    first = detail::step_json(r.first->step);
-    first["formula"] = std::string(state_formula(r.first->step.quantity));
-    first["cause"] = r.first->cause;
-    first["explanation"] = r.first->explanation;
-    first["this_step"] = nlohmann::json::array();
-    for (const StepCheck& c : r.first->this_step) first["this_step"].push_back(detail::step_json(c));
-    first["previous_step"] = nlohmann::json::array();
-    for (const StepCheck& c : r.first->previous_step)
-      first["previous_step"].push_back(detail::step_json(c));
-  }
+  const nlohmann::json first = r.first ? detail::divergence_json(*r.first) : nlohmann::json();
   return {{"conventions",
            {{"m_log2", r.conventions.m_log2},
             {"acc_normalized", r.conventions.acc_normalized},

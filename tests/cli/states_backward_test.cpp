@@ -12,6 +12,7 @@
 #include "cli_harness.hpp"
 #include "flashref/verify/npy.hpp"
 #include "flashref/verify/states.hpp"
+#include "states_arrays.hpp"
 #include "states_kernel.hpp"
 
 namespace {
@@ -22,34 +23,10 @@ using flashref::testing::contains;
 using flashref::testing::run_cli;
 using flashref::testing::ScratchDir;
 
-xt::xarray<float> as_array(const HostTensor& t) {
-  xt::xarray<float> a = xt::xarray<float>::from_shape(
-      {static_cast<std::size_t>(t.B()), static_cast<std::size_t>(t.H()),
-       static_cast<std::size_t>(t.S()), static_cast<std::size_t>(t.d())});
-  std::size_t n = 0;
-  for (std::int64_t b = 0; b < t.B(); ++b)
-    for (std::int64_t h = 0; h < t.H(); ++h)
-      for (std::int64_t s = 0; s < t.S(); ++s)
-        for (std::int64_t i = 0; i < t.d(); ++i) a.flat(n++) = t.get(b, h, s, i);
-  return a;
-}
+using flashref::verify::testing::as_array;
+using flashref::verify::testing::as_float;
+using flashref::verify::testing::same_bits;
 
-template <class T>
-xt::xarray<float> as_float(const T& values) {
-  xt::xarray<float> f = xt::xarray<float>::from_shape(
-      std::vector<std::size_t>(values.shape().begin(), values.shape().end()));
-  for (std::size_t n = 0; n < values.size(); ++n) f.flat(n) = static_cast<float>(values.flat(n));
-  return f;
-}
-
-bool same_bits(const xt::xarray<float>& a, const xt::xarray<float>& b) {
-  if (a.shape() != b.shape()) return false;
-  for (std::size_t n = 0; n < a.size(); ++n) {
-    const float x = a.flat(n), y = b.flat(n);
-    if (!(x == y || (std::isnan(x) && std::isnan(y)))) return false;
-  }
-  return true;
-}
 
 // Partial tiles on both axes, S_q != S_k, GQA (two query heads on one key/value head).
 struct Inputs {

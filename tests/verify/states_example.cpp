@@ -13,31 +13,15 @@
 #include <string>
 
 #include "flashref/verify/npy.hpp"
+#include "states_arrays.hpp"
 #include "states_kernel.hpp"
 
 namespace {
 
 using namespace flashref;
 
-xt::xarray<float> as_array(const verify::HostTensor& t) {
-  xt::xarray<float> a = xt::xarray<float>::from_shape(
-      {static_cast<std::size_t>(t.B()), static_cast<std::size_t>(t.H()),
-       static_cast<std::size_t>(t.S()), static_cast<std::size_t>(t.d())});
-  std::size_t n = 0;
-  for (std::int64_t b = 0; b < t.B(); ++b)
-    for (std::int64_t h = 0; h < t.H(); ++h)
-      for (std::int64_t s = 0; s < t.S(); ++s)
-        for (std::int64_t i = 0; i < t.d(); ++i) a.flat(n++) = t.get(b, h, s, i);
-  return a;
-}
-
-template <class T>
-xt::xarray<float> as_float(const T& values) {
-  xt::xarray<float> f = xt::xarray<float>::from_shape(
-      std::vector<std::size_t>(values.shape().begin(), values.shape().end()));
-  for (std::size_t n = 0; n < values.size(); ++n) f.flat(n) = static_cast<float>(values.flat(n));
-  return f;
-}
+using verify::testing::as_array;
+using verify::testing::as_float;
 
 }  // namespace
 

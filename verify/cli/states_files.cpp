@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <ostream>
 #include <sstream>
 
 #include "flashref/error.hpp"
@@ -285,6 +286,23 @@ verify::CandidateStates read_states(const std::string& dir, const Problem& p,
   return c;
 }
 
+namespace {
+
+// One line per quantity judged: its steps, failures and worst step.
+void quantity_table(std::ostream& o, const std::vector<verify::QuantitySummary>& quantities) {
+  o << pad("state", 6) << pad("line", 5) << pad("steps", 6) << pad("failed", 7)
+    << pad("worst ratio", 12) << pad("at (b,h,i,j)", 13) << pad("its err", 10) << "its limit\n";
+  for (const verify::QuantitySummary& q : quantities) {
+    o << pad(std::string(verify::state_name(q.quantity)), 6)
+      << pad(std::to_string(verify::state_line(q.quantity)), 5) << pad(std::to_string(q.steps), 6)
+      << pad(std::to_string(q.failed), 7) << pad(ratio_text(q.worst.ratio), 12)
+      << pad(at(q.worst), 13) << pad(sci(q.worst.candidate_err), 10) << sci(q.worst.limit)
+      << "\n";
+  }
+}
+
+}  // namespace
+
 std::string format_states(const verify::StatesReport& r, const verify::StatesShape& s,
                           const std::vector<std::string>& files) {
   std::ostringstream o;
@@ -298,15 +316,7 @@ std::string format_states(const verify::StatesReport& r, const verify::StatesSha
        "state's err + floor; baseline = the cpu mirror of Algorithm 1 in the candidate's "
        "precision; floor = 2 float32 rounding steps at the step's max|gold| (acc: at its terms' "
        "max sum |P~ V|) + 3 sigma of the score rounding; rows past S_q and key tiles a causal kernel skips are ignored\n\n";
-  o << pad("state", 6) << pad("line", 5) << pad("steps", 6) << pad("failed", 7)
-    << pad("worst ratio", 12) << pad("at (b,h,i,j)", 13) << pad("its err", 10) << "its limit\n";
-  for (const verify::QuantitySummary& q : r.quantities) {
-    o << pad(std::string(verify::state_name(q.quantity)), 6)
-      << pad(std::to_string(verify::state_line(q.quantity)), 5) << pad(std::to_string(q.steps), 6)
-      << pad(std::to_string(q.failed), 7) << pad(ratio_text(q.worst.ratio), 12)
-      << pad(at(q.worst), 13) << pad(sci(q.worst.candidate_err), 10) << sci(q.worst.limit)
-      << "\n";
-  }
+  quantity_table(o, r.quantities);
   if (!r.first) {
     o << "\nfirst divergence: none: every state follows Algorithm 1\n";
     return o.str();
@@ -349,15 +359,7 @@ std::string format_backward_states(const verify::BackwardStatesReport& r,
        "order: D, then the dQ pass (b, h, i, j: P, dP, dS, dQ_i), then the dK/dV pass (b, h, "
        "j, i: dV_j, dK_j); rows past S_q, keys past S_k, masked dP and skipped tile pairs are "
        "ignored\n\n";
-  o << pad("state", 6) << pad("line", 5) << pad("steps", 6) << pad("failed", 7)
-    << pad("worst ratio", 12) << pad("at (b,h,i,j)", 13) << pad("its err", 10) << "its limit\n";
-  for (const verify::QuantitySummary& q : r.quantities) {
-    o << pad(std::string(verify::state_name(q.quantity)), 6)
-      << pad(std::to_string(verify::state_line(q.quantity)), 5) << pad(std::to_string(q.steps), 6)
-      << pad(std::to_string(q.failed), 7) << pad(ratio_text(q.worst.ratio), 12)
-      << pad(at(q.worst), 13) << pad(sci(q.worst.candidate_err), 10) << sci(q.worst.limit)
-      << "\n";
-  }
+  quantity_table(o, r.quantities);
   if (!r.first) {
     o << "\nfirst divergence: none: every backward state follows Algorithm 2\n";
     return o.str();
