@@ -249,12 +249,17 @@ class CudaBackend final : public Backend {
     a.dk = arg(params.dk);
     a.dv = arg(params.dv);
 
-    // Workspace: L' and D, (B * H, S_q_pad) floats each, stream-ordered from our own pool so
-    // repeated calls reuse its memory instead of paying cudaMalloc's synchronization.
+    // Workspace: L' and D, (B * H, S_q_pad) floats each, then for a fused dQ its accumulator
+    // and counters; stream-ordered from our own pool so repeated calls reuse its memory
+    // instead of paying cudaMalloc's synchronization.
     auto stream = static_cast<cudaStream_t>(params.options.stream);
     const std::size_t rows =
         static_cast<std::size_t>(p.B * p.H) * static_cast<std::size_t>(a.S_q_pad);
-    const std::size_t bytes = 2 * rows * sizeof(float);
+    const FusedDqWorkspace fused =
+        fused_dq_workspace(a, dq_strategy(family, params.options.deterministic));
+    const std::size_t bytes =
+        (2 * rows + static_cast<std::size_t>(fused.accum_floats)) * sizeof(float) +
+        static_cast<std::size_t>(fused.semaphores) * sizeof(int);
     void* ws = nullptr;
     const bool pools = device_info().memory_pools;
     check_cuda(pools ? cudaMallocFromPoolAsync(&ws, bytes, workspace_pool(), stream)
@@ -262,6 +267,8 @@ class CudaBackend final : public Backend {
                "allocating the backward workspace (" + std::to_string(bytes) + " bytes)");
     a.lse2 = static_cast<float*>(ws);
     a.dsum = a.lse2 + rows;
+    if (fused.accum_floats > 0) a.dq_accum = a.dsum + rows;
+    if (fused.semaphores > 0) a.dq_semaphore = reinterpret_cast<int*>(a.dq_accum + fused.accum_floats);
     try {
       launch_backward(a, family, p.dtype, params.options.stream);
     } catch (...) {

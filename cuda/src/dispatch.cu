@@ -10,12 +10,30 @@
 #include "instances.hpp"
 #include "kernels/common/bwd_preprocess.cuh"
 #include "kernels/common/launch.cuh"
+#include "kernels/sm90/bwd_postprocess.cuh"
 #include "launch.hpp"
 
 namespace flashref::cuda {
 
 int workspace_rows(int S_q) {
   return kernels::ceil_div(S_q, kernels::kWorkspaceRowPad) * kernels::kWorkspaceRowPad;
+}
+
+// The deterministic default is the measured faster of the two (docs/perf-notes.md, run 13);
+// FLASHREF_CUDA_TUNE bwd90=1 picks the other, to compare them.
+DqStrategy dq_strategy(Family family, bool deterministic) {
+  if (family != Family::sm90) return DqStrategy::separate_pass;
+  if (!deterministic) return DqStrategy::fused_atomic;
+  constexpr bool kFusedByDefault = false;
+  return (kernels::tune().bwd90 == 1) != kFusedByDefault ? DqStrategy::fused_ordered
+                                                         : DqStrategy::separate_pass;
+}
+
+FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy) {
+  if (strategy == DqStrategy::separate_pass) return {};
+  const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
+  return {rows * compiled_head_dim(args.d),
+          strategy == DqStrategy::fused_ordered ? rows / kernels::sm90::kDqTileRows : 0};
 }
 
 namespace {

@@ -12,9 +12,21 @@ namespace flashref::cuda {
 // O and L from Q, K, V, on the kernels of `family` (choose_family, family.hpp; the caller has
 // checked family_supports).
 void launch_forward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream);
-// dQ, dK, dV; args.lse2 and args.dsum must point to (B * H, S_q_pad) float workspaces.
+// dQ, dK, dV; args.lse2 and args.dsum must point to (B * H, S_q_pad) float workspaces, and for
+// a fused dQ strategy args.dq_accum (and, ordered, args.dq_semaphore) to fused_dq_workspace's.
 void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream);
 // Rows of the backward workspace: S_q rounded up to the kernels' tile.
 int workspace_rows(int S_q);
 
+// How the backward makes dQ (docs/cuda.md, "The sm90 backward"): in a pass of its own beside
+// the dK/dV pass (every family), or fused into the dK/dV pass with a float32 accumulator,
+// its adds ordered by key tile (deterministic) or not (ExecutionOptions::deterministic false).
+enum class DqStrategy { separate_pass, fused_ordered, fused_atomic };
+DqStrategy dq_strategy(Family family, bool deterministic);
+// The fused strategies' workspace: the accumulator's floats and the ordering counters (ints),
+// both zeroed by launch_backward.
+struct FusedDqWorkspace {
+  long long accum_floats = 0, semaphores = 0;
+};
+FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy);
 }  // namespace flashref::cuda

@@ -20,6 +20,10 @@ struct ExecutionOptions {
   int num_threads = 0;  // cpu: OpenMP threads (0: OpenMP's default)
   bool allow_tf32 = false;  // cuda, f32 inputs: use TF32 tensor cores (baseline becomes TF32)
   void* stream = nullptr;   // cuda: the cudaStream_t to launch on (nullptr: default stream)
+  // false: the backward may sum in an order that changes from run to run (cuda, sm90 family:
+  // dQ's partials added atomically; faster, judged by the rule, not bit-reproducible). Every
+  // other backend and family is deterministic either way.
+  bool deterministic = true;
 };
 
 struct ForwardParams {

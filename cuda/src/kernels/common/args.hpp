@@ -42,6 +42,11 @@ struct AttnArgs {
   // rows may see keys of other blocks, so a row seeing one key here is not P = 1.
   int whole_rows = 1;
   int grad_code = kOutF32;
+  // The sm90 fused backward's workspace (null otherwise): dQ's float32 accumulator, (B * H,
+  // S_q_pad / 64) tiles of 64 x kD in the order its kernel writes them, and one counter per
+  // tile that orders the adds (null: the atomic, unordered option).
+  float* dq_accum = nullptr;
+  int* dq_semaphore = nullptr;
 };
 
 }  // namespace flashref::cuda::kernels

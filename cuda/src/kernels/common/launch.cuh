@@ -100,18 +100,20 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
                 kernel_label(name, element, kD, T::kBlockM, T::kBlockN, T::kThreads, smem));
 }
 
-// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N" picks the
+// Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N,bwd90=N" picks the
 // rejected d = 64 alternatives of kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1,
 // dkdv 1-2), those of the sm90 forward (fwd90 1-3, kernels/sm90/configs.hpp), the
 // float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the
-// backward too; kernels/ffma/configs.hpp) and the float32 backward's version (f32bwd: 0 paired
-// lanes, 1 plain). Read once; unknown keys and values fall back to 0.
+// backward too; kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired
+// lanes, 1 plain) and the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is
+// not the default, dispatch.cu's dq_strategy; both are always compiled). Read once; unknown
+// keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
 // Without it, asking for one (every non-zero value above except f32=1, which picks among the
-// default kernels) is an error that says so, never a quiet fall back to the default.
+// default kernels, and bwd90=1) is an error that says so, never a quiet fall back to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif
@@ -119,6 +121,7 @@ inline constexpr bool kTuningVariants = FLASHREF_CUDA_TUNING_VARIANTS != 0;
 
 struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
+  int bwd90 = 0;  // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -139,6 +142,7 @@ inline const Tune& tune() {
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
     read("f32bwd", r.f32bwd, 1);
+    read("bwd90", r.bwd90, 1);
     return r;
   }();
   if constexpr (!kTuningVariants) {

@@ -33,11 +33,22 @@
 
 namespace flashref::cuda::kernels::sm90 {
 
-template <typename Element_, int kD_, int kStages_>
+// How dQ is made. kDqPass: by the separate dQ pass (bwd_dq.cuh), this kernel writes dK and dV
+// only. Fused (kDqOrdered, kDqAtomic): this kernel also takes Alg. 2 line 16, dQ_i += dS_ij K_j,
+// and adds each consumer's 64 x d partial into a float32 accumulator in global memory
+// (args.dq_accum, zeroed before, scaled and converted by bwd_dq_postprocess_kernel after) with
+// the TMA's bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks
+// ordered by a semaphore per query tile (args.dq_semaphore): the same bits on every run.
+// kDqAtomic adds them in whatever order the blocks reach them: faster, not reproducible.
+enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
+
+template <typename Element_, int kD_, int kStages_, int kDqMode_ = kDqPass>
 struct BwdDkvTraits {
   using Element = Element_;
   static constexpr int kD = kD_;
   static constexpr int kStages = kStages_;  // (Q_i, dO_i, L'_i, D_i) stages
+  static constexpr int kDqMode = kDqMode_;
+  static constexpr bool kFused = kDqMode != kDqPass;
   static constexpr int kConsumers = 2;      // warpgroups of 64 keys
   static constexpr int kBlockN = 64 * kConsumers;  // B_k
   static constexpr int kBlockM = 64;               // B_q: queries per step
@@ -48,12 +59,24 @@ struct BwdDkvTraits {
   static constexpr int kStageBytes = 2 * kQBytes + 2 * kVecBytes;
   static constexpr int kTileBytes = 2 * kKVBytes + kStages * kStageBytes;
   static constexpr int kOutBytes = kBlockN * (kD + 4) * 4;  // the epilogue's staging, reused
-  static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
-  static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * (1 + 2 * kStages);
+  // Fused: per consumer, its dS (64 queries x 64 keys, 16-bit, one column block) and its dQ
+  // partial (64 x kD float32, in the accumulator's register order), after the tiles and the
+  // epilogue's staging, so the bulk reductions still reading them never meet the epilogue.
+  static constexpr int kDsBytes = kBlockM * 64 * 2;
+  static constexpr int kDqBytes = kBlockM * kD * 4;
+  static constexpr int kFusedOffset =
+      ((kTileBytes > kOutBytes ? kTileBytes : kOutBytes) + kSwizzleAtom - 1) / kSwizzleAtom *
+      kSwizzleAtom;
+  static constexpr int kBodyBytes =
+      kFused ? kFusedOffset + kConsumers * (kDsBytes + kDqBytes)
+             : (kTileBytes > kOutBytes ? kTileBytes : kOutBytes);
+  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kConsumers : 0);
+  static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
   static_assert(kQBytes % kSwizzleAtom == 0, "stage tiles must stay 1024-byte aligned");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
 
 template <typename T>
@@ -75,6 +98,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t bar_kv = base + T::kBodyBytes;
   auto bar_full = [&](int st) { return bar_kv + 8 * (1 + st); };
   auto bar_empty = [&](int st) { return bar_kv + 8 * (1 + kStages + st); };
+  // Fused: consumer c's dS and dQ partial, and the two barriers of its dQ partial: "full" when
+  // its 128 threads have written it, "empty" when the writer's reduction has read it.
+  auto sDS = [&](int c) { return base + T::kFusedOffset + c * T::kDsBytes; };
+  auto sDQ = [&](int c) {
+    return base + T::kFusedOffset + T::kConsumers * T::kDsBytes + c * T::kDqBytes;
+  };
+  auto bar_dq_full = [&](int c) { return bar_kv + 8 * (1 + 2 * kStages + c); };
+  auto bar_dq_empty = [&](int c) { return bar_kv + 8 * (1 + 2 * kStages + T::kConsumers + c); };
 
   const int tid = threadIdx.x, wg = tid / 128;
   const KeyTileSchedule<kBlockM, kBlockN> tile(args);
@@ -92,6 +123,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (int st = 0; st < kStages; ++st) {
       mbar_init(bar_full(st), 1);
       mbar_init(bar_empty(st), 128 * T::kConsumers);
+    }
+    if constexpr (T::kFused) {
+      for (int c = 0; c < T::kConsumers; ++c) {
+        mbar_init(bar_dq_full(c), 128);
+        mbar_init(bar_dq_empty(c), 1);
+      }
     }
     mbar_init_fence();
   }
@@ -127,6 +164,42 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const uint32_t vec = base + vec_offset(st);
         bulk_load(vec, args.lse2 + ws, T::kVecBytes, bar_full(st));
         bulk_load(vec + T::kVecBytes, args.dsum + ws, T::kVecBytes, bar_full(st));
+      }
+    }
+    if constexpr (T::kFused) {
+      if (tid == 32 && total > 0) {
+        // The dQ writer (Alg. 2 line 16's sum over key tiles): for every step, each consumer's
+        // partial into the query tile's float32 accumulator. Ordered: key tile j adds to
+        // query tile i after the j tiles before it (every key tile below j sees the queries
+        // j sees, and launches earlier: the blocks it waits for are running or done).
+        const int m_tiles_pad = args.S_q_pad / kBlockM;
+        const int j = n0 / kBlockN;
+        for (int it = 0; it < total; ++it) {
+          const int hq = h_kv * args.group + it / per_head;
+          const int64_t q_tile =
+              (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad + m_begin + it % per_head;
+          float* dst = args.dq_accum + q_tile * (kBlockM * kD);
+          if constexpr (T::kDqMode == kDqOrdered) {
+            semaphore_wait_equal(args.dq_semaphore + q_tile, j);
+            fence_proxy_async_global();
+          }
+#pragma unroll
+          for (int c = 0; c < T::kConsumers; ++c) {
+            mbar_wait(bar_dq_full(c), it & 1);
+            bulk_reduce_add_f32(dst, sDQ(c), T::kDqBytes);
+            // Ordered: complete before the next partial (the adds land in this order).
+            if constexpr (T::kDqMode == kDqOrdered)
+              bulk_wait_complete();
+            else
+              bulk_wait_read();
+            mbar_arrive(bar_dq_empty(c));
+          }
+          if constexpr (T::kDqMode == kDqOrdered) {
+            fence_proxy_async_global();
+            semaphore_release_add(args.dq_semaphore + q_tile);
+          }
+        }
+        bulk_wait_complete();
       }
     }
     return;
@@ -175,6 +248,42 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                                          acc[2 * kk + e / 2][2 * (e % 2) + 1]);
   };
 
+  // Fused, line 16 for this consumer's keys. dS^T (keys x queries in the registers) goes to
+  // shared memory as dS (queries x keys, K-major, the A of dQ = dS K): each 8 x 8 matrix of
+  // ds_frag[kk] transposed by stmatrix, stored row r (query 16 kk + 8 (m / 2) + r) receiving
+  // keys 16 w + 8 (m % 2) .. + 7, which is 16-byte chunk 2 w + m % 2 of the row, swizzled.
+  const int warp = (tid % 128) / 32;
+  auto store_ds = [&](const uint32_t (&frag)[kBlockM / 16][4]) {
+    const int m = lane / 8, r = lane % 8;
+#pragma unroll
+    for (int kk = 0; kk < kBlockM / 16; ++kk) {
+      const int q = 16 * kk + 8 * (m / 2) + r;
+      stmatrix_x4_trans(sDS(c) + q * kSwizzleBytes + (((2 * warp + m % 2) ^ r) * 16), frag[kk]);
+    }
+  };
+  // dQ_i's partial = dS (64 x 64 keys) K_j (this consumer's 64 keys x kD), 64 columns at a
+  // time; stored into sDQ(c) in register order (float4 k of thread x at (k x 128 + x) x 16
+  // bytes: a warp's stores are 512 contiguous bytes), and handed to the writer.
+  auto issue_dq = [&](float (&acc)[32], int half) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t a = make_smem_desc(sDS(c) + kk * 32, 16, kSwizzleAtom);
+      const uint64_t bk = make_smem_desc(sK + half * (kBlockN * kSwizzleBytes) +
+                                             c * (64 * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
+                                         kBlockN * kSwizzleBytes, kSwizzleAtom);
+      WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  float* dq_out = reinterpret_cast<float*>(base_ptr + (sDQ(c) - base));
+  auto store_dq = [&](const float (&acc)[32], int half) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      *reinterpret_cast<float4*>(dq_out + ((half * 8 + k) * 128 + tid % 128) * 4) =
+          make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
+  };
+
   if (total > 0) {
     mbar_wait(bar_kv, 0);
     for (int it = 0; it < total; ++it) {
@@ -212,10 +321,35 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       wgmma_fence();
       issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
       wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(acc_dv);
-      fence_registers(acc_dk);
-      mbar_arrive(bar_empty(st));
+      if constexpr (T::kFused) {
+        // Line 16: dS beside dK's product, then dQ's first 64 columns behind it.
+        store_ds(ds_frag);
+        fence_proxy_async_shared();
+        named_bar_sync(2 + c, 128);  // the warpgroup's dS is whole before dQ reads it
+        float acc_dq[32];
+        issue_dq(acc_dq, 0);
+        wgmma_wait<0>();
+        fence_registers(acc_dv);
+        fence_registers(acc_dk);
+        fence_registers(acc_dq);
+        mbar_arrive(bar_empty(st));
+        mbar_wait(bar_dq_empty(c), (it & 1) ^ 1);  // the writer has read the last partial
+        store_dq(acc_dq, 0);
+#pragma unroll
+        for (int half = 1; half < kD / 64; ++half) {
+          issue_dq(acc_dq, half);
+          wgmma_wait<0>();
+          fence_registers(acc_dq);
+          store_dq(acc_dq, half);
+        }
+        fence_proxy_async_shared();
+        mbar_arrive(bar_dq_full(c));
+      } else {
+        wgmma_wait<0>();
+        fence_registers(acc_dv);
+        fence_registers(acc_dk);
+        mbar_arrive(bar_empty(st));
+      }
     }
   }
 

@@ -65,10 +65,17 @@ struct FwdConfig<Element, 128> {
 // of 20 per round: run 10's two stages and B_k = 64, 4.29-4.32 ms; B_k = 128, 3.85-4.05; three
 // stages, 3.98-4.02; both (kept), 3.83-4.05. At d = 128 every choice is within the spread
 // (7.02-7.22). FlashAttention-3's grid at S = 1k (d = 64): 0.955 ms, 0.900, 0.920, 0.905.
+//
+// The fused backward (dQ added from the dK/dV pass, kernels/sm90/bwd_dkdv.cuh): three stages at
+// d = 64; at d = 128 two, as the consumers' dS and dQ partials (16 + 64 KB) leave no room for
+// a third.
 template <typename Element, int kD>
 struct BwdConfig {
   using Dq = BwdDqTraits<Element, kD, 3, kD == 64 ? 128 : 64>;
   using Dkv = BwdDkvTraits<Element, kD, 3>;
+  static constexpr int kFusedStages = kD == 64 ? 3 : 2;
+  using FusedOrdered = BwdDkvTraits<Element, kD, kFusedStages, kDqOrdered>;
+  using FusedAtomic = BwdDkvTraits<Element, kD, kFusedStages, kDqAtomic>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

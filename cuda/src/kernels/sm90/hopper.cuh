@@ -115,4 +115,57 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Orders this thread's generic-proxy writes to shared memory before later async-proxy reads
+// (wgmma operands, bulk copies out of shared memory); the readers still need a barrier.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// The same between async-proxy writes to global memory (bulk reductions, complete) and the
+// generic-proxy accesses around them (the semaphores that order them).
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+// Four 8 x 8 matrices of 16-bit elements from a warp's registers to shared memory, each
+// transposed: register j of lane 4g + t holds row g, columns 2t and 2t + 1 of matrix j (the
+// mma C or A fragment), and lane 8j + r gives the address of stored row r of matrix j, which
+// receives column r (8 elements, 16 bytes).
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                   addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// dst[i] += src[i] for `bytes` of float32 (a multiple of 16, both 16-byte aligned), from shared
+// memory into global memory by the TMA unit, as one bulk group of this thread.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+      "cp.async.bulk.commit_group;\n" ::"l"(dst),
+      "r"(src), "r"(bytes)
+      : "memory");
+}
+// Waits until this thread's bulk groups are done reading shared memory (the source may be
+// rewritten) ...
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// ... or wholly complete, their writes to global memory performed.
+__device__ __forceinline__ void bulk_wait_complete() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+// A counter in global memory that orders blocks: wait until it reads `value` (acquire), add
+// one (release).
+__device__ __forceinline__ void semaphore_wait_equal(const int* sem, int value) {
+  int v;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
+  } while (v != value);
+}
+__device__ __forceinline__ void semaphore_release_add(int* sem) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+}
+
 }  // namespace flashref::cuda::kernels::sm90

@@ -18,6 +18,7 @@
 #include "kernels/sm90/configs.hpp"
 #include "kernels/sm90/bwd_dkdv.cuh"
 #include "kernels/sm90/bwd_dq.cuh"
+#include "kernels/sm90/bwd_postprocess.cuh"
 
 namespace flashref::cuda::sm90 {
 
@@ -132,11 +133,40 @@ void launch_bwd(Kernel kernel, const kernels::AttnArgs& args, int tiles, int hea
   check_cuda(cudaGetLastError(), label);
 }
 
-// dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D): the dQ pass on `stream` and the
-// dK/dV pass on `side`, which the caller forks from and joins back to `stream`.
+// The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
+// that also adds dQ's partials, and dQ out of the accumulator, all on `stream`.
+template <DType kDtype, typename T>
+void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
+  const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
+  check_cuda(cudaMemsetAsync(args.dq_accum, 0, rows * T::kD * sizeof(float), stream),
+             "zeroing the fused backward's dQ accumulator");
+  if (args.dq_semaphore != nullptr)
+    check_cuda(cudaMemsetAsync(args.dq_semaphore, 0,
+                               rows / kernels::sm90::kDqTileRows * sizeof(int), stream),
+               "zeroing the fused backward's dQ counters");
+  launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
+                        kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv,
+                        T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
+                                                                : "bwd_fused_atomic_wgmma",
+                        stream);
+  const long long tiles = rows / kernels::sm90::kDqTileRows;
+  if (tiles > 0)
+    launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
+                  128, 0, args, stream, "bwd_dq_postprocess");
+}
+
+// dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
+// `stream` and the dK/dV pass on `side`, which the caller forks from and joins back to
+// `stream`; or fused (args.dq_accum set), on `stream`.
 template <DType kDtype, int kD>
 void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
+  using Config = kernels::sm90::BwdConfig<Element, kD>;
+  if (args.dq_accum != nullptr) {
+    if (args.dq_semaphore != nullptr)
+      return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
+    return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
+  }
   using Dq = typename kernels::sm90::BwdConfig<Element, kD>::Dq;
   using Dkv = typename kernels::sm90::BwdConfig<Element, kD>::Dkv;
   launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,

@@ -1,0 +1,39 @@
+// dQ out of the sm90 fused backward's float32 accumulator (kernels/sm90/bwd_dkdv.cuh): times
+// the softmax scale, in the gradient dtype, at dQ's strides.
+#pragma once
+
+#include "kernels/common/args.hpp"
+#include "kernels/common/tile_io.cuh"
+
+namespace flashref::cuda::kernels::sm90 {
+
+inline constexpr int kDqTileRows = 64;  // the fused backward's query tile
+
+// One block of 128 threads per (query tile, head, batch). A tile of the accumulator is in the
+// register order of the warpgroup that made it: float4 k of thread x = 32 w + 4 g + t holds
+// rows 16 w + g (.x, .y) and 16 w + g + 8 (.z, .w), columns 8 k + 2 t and 8 k + 2 t + 1.
+template <int kD>
+__global__ void __launch_bounds__(128) bwd_dq_postprocess_kernel(const AttnArgs args) {
+  constexpr int kRows = kDqTileRows, kStride = kD + 4;
+  __shared__ __align__(16) float tile[kRows * kStride];
+  const int m_tiles_pad = args.S_q_pad / kRows;
+  const int bh = blockIdx.x / m_tiles_pad, m0 = (blockIdx.x % m_tiles_pad) * kRows;
+  if (m0 >= args.S_q) return;  // padding tiles hold zeros and have no rows to write
+  const int b = bh / args.H, h = bh % args.H;
+  const float4* src = reinterpret_cast<const float4*>(args.dq_accum) +
+                      static_cast<int64_t>(blockIdx.x) * (kRows * kD / 4);
+  const int x = threadIdx.x, row = 16 * (x / 32) + (x % 32) / 4, t = x % 4;
+#pragma unroll
+  for (int k = 0; k < kD / 8; ++k) {
+    const float4 v = src[k * 128 + x];
+    float* at = tile + row * kStride + 8 * k + 2 * t;
+    *reinterpret_cast<float2*>(at) = make_float2(v.x * args.scale, v.y * args.scale);
+    *reinterpret_cast<float2*>(at + 8 * kStride) = make_float2(v.z * args.scale, v.w * args.scale);
+  }
+  __syncthreads();
+  store_tile_f32<kRows, kD, kStride, 128>(tile, args.dq.ptr, args.grad_code,
+                                          row_offset(args.dq, b, m0, h), args.dq.row_stride,
+                                          min(kRows, args.S_q - m0), args.d, x);
+}
+
+}  // namespace flashref::cuda::kernels::sm90
