@@ -254,6 +254,7 @@ nlohmann::json to_json(const VerifyReport& report) {
             {"large", c.large},
             {"backward", c.backward},
             {"allow_tf32", c.allow_tf32},
+            {"deterministic", c.deterministic},
             {"lse_dtype", std::string(dtype_name(c.lse_dtype))},
             {"ranks", c.ranks}}},
           {"precision", to_json(precision(c), c.problem)},

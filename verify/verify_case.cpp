@@ -21,6 +21,7 @@ ExecutionOptions exec_options(const VerifyCase& c) {
   o.tile_k = c.tile_k;
   o.num_threads = c.threads;
   o.allow_tf32 = c.allow_tf32;
+  o.deterministic = c.deterministic;
   return o;
 }
 
@@ -72,6 +73,7 @@ std::string reproduce_command(const VerifyCase& c, const std::vector<std::string
   if (!c.backward) o << " --forward-only";
   if (c.threads > 0) o << " --threads " << c.threads;
   if (c.allow_tf32) o << " --allow-tf32";
+  if (!c.deterministic) o << " --nondeterministic";
   if (c.lse_dtype != DType::f32) o << " --lse-dtype " << dtype_name(c.lse_dtype);
   if (c.ranks > 0) o << " --ranks " << c.ranks;
   return o.str();
@@ -106,6 +108,7 @@ std::string describe_settings(const VerifyCase& c) {
     << (c.backward ? "; forward and backward" : "; forward only");
   if (c.threads > 0) o << "; " << c.threads << " threads";
   if (c.allow_tf32) o << "; TF32 allowed";
+  if (!c.deterministic) o << "; non-deterministic backward allowed";
   if (c.lse_dtype != DType::f32) o << "; L stored as " << dtype_name(c.lse_dtype);
   if (c.ranks > 0) o << "; ring of " << c.ranks << " ranks (in-process)";
   return o.str();

@@ -25,7 +25,7 @@ DqStrategy dq_strategy(Family family, bool deterministic) {
   if (family != Family::sm90) return DqStrategy::separate_pass;
   if (!deterministic) return DqStrategy::fused_atomic;
   constexpr bool kFusedByDefault = false;
-  return (kernels::tune().bwd90 == 1) != kFusedByDefault ? DqStrategy::fused_ordered
+  return (tune().bwd90 == 1) != kFusedByDefault ? DqStrategy::fused_ordered
                                                          : DqStrategy::separate_pass;
 }
 

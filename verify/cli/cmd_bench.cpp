@@ -30,6 +30,7 @@ struct BenchSettings {
   std::uint64_t seed = 0;
   bool no_flush = false;
   bool allow_tf32 = false;
+  bool nondeterministic = false;
   std::string sweep;
   bool list_sweeps = false;
   int ranks = 0;
@@ -64,6 +65,7 @@ int run_bench(const BenchSettings& s) {
   base.exec.tile_k = tile_k;
   base.exec.num_threads = threads;
   base.exec.allow_tf32 = s.allow_tf32;
+  base.exec.deterministic = !s.nondeterministic;
   base.layout = s.problem.layout();
   base.warmup = s.warmup;
   base.reps = s.reps;
@@ -154,6 +156,7 @@ Command add_bench_command(CLI::App& app) {
   add_seed_option(*sub, settings->seed, "seed of the random inputs");
   sub->add_flag("--no-flush", settings->no_flush, "device backends: do not flush L2 between runs");
   sub->add_flag("--allow-tf32", settings->allow_tf32, "let f32 device backends use TF32");
+  add_nondeterministic_flag(*sub, settings->nondeterministic);
   sub->add_option("--sweep", settings->sweep, "run a named sweep instead of one problem");
   sub->add_flag("--list-sweeps", settings->list_sweeps, "list the named sweeps and exit");
   settings->ranks_opt = add_ranks_option(*sub, settings->ranks);

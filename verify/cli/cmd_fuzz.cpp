@@ -47,6 +47,7 @@ struct FuzzOptions {
   int ranks = 0;
   CLI::Option* ranks_opt = nullptr;
   bool forward_only = false;
+  bool nondeterministic = false;
   bool json = false;
   CLI::Option* cases_opt = nullptr;
   CLI::Option* seconds_opt = nullptr;
@@ -121,6 +122,7 @@ int run_fuzz_command(FuzzOptions& o) {
   }
   s.bounds.backward = !o.forward_only;
   s.precision.lse_dtype = verify::parse_lse_dtype(o.lse_dtype);
+  s.deterministic = !o.nondeterministic;
   if (o.ranks_opt->count() > 0) s.ranks = checked_ranks(o.ranks);
   // The CUDA kernels are compiled for head dims that are multiples of 8.
   if (s.backend == "cuda") s.bounds.d_multiple = 8;
@@ -159,6 +161,7 @@ int run_fuzz_command(FuzzOptions& o) {
         {"command", "fuzz"}, {"backend", s.backend},         {"seed", s.seed},
         {"cases", p.cases},  {"unsupported", p.unsupported}, {"seconds", p.elapsed_s},
         {"passed", r.passed}, {"interrupted", r.interrupted}};
+    j["deterministic"] = s.deterministic;
     j["precision"] = {{"allow_tf32", s.precision.allow_tf32},
                       {"lse_dtype", std::string(dtype_name(s.precision.lse_dtype))}};
     if (r.minimal) {
@@ -235,6 +238,7 @@ Command add_fuzz_command(CLI::App& app) {
   sub->add_flag("--forward-only", o->forward_only, "judge O and L only");
   sub->add_flag("--allow-tf32", o->settings.precision.allow_tf32,
                 "judge every case with TF32 products allowed (the baseline is TF32 too)");
+  add_nondeterministic_flag(*sub, o->nondeterministic);
   sub->add_option("--lse-dtype", o->lse_dtype,
                   "judge L as stored in f32, bf16 or f16 (rounded to it) in every case")
       ->capture_default_str();

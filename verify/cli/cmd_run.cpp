@@ -14,6 +14,7 @@
 #include "flashref/verify/report.hpp"
 #include "feasibility.hpp"
 #include "npy_problem.hpp"
+#include "option_parsers.hpp"
 #include "output_dir.hpp"
 
 namespace flashref::cli {
@@ -25,6 +26,7 @@ struct RunSettings {
   std::string out_dir;
   int threads = 0;
   bool allow_tf32 = false;
+  bool nondeterministic = false;
   std::string lse_dtype = "f32";
   bool json = false;
 };
@@ -48,6 +50,7 @@ int run_run(const RunSettings& s) {
   options.exec.tile_k = tile_k;
   options.exec.num_threads = s.threads;
   options.exec.allow_tf32 = s.allow_tf32;
+  options.exec.deterministic = !s.nondeterministic;
   options.layout = verify::Layout::bhsd;
   options.backward = !input.data.dO.empty();
   for (const std::string& note : input.overflows) {
@@ -120,6 +123,7 @@ Command add_run_command(CLI::App& app) {
   sub->add_flag("--allow-tf32", settings->allow_tf32,
                 "let f32 device backends use TF32 (the reference backend then computes the TF32 "
                 "baseline)");
+  add_nondeterministic_flag(*sub, settings->nondeterministic);
   sub->add_option("--lse-dtype", settings->lse_dtype,
                   "store L rounded to f32, bf16 or f16 (written as float32 values)")
       ->capture_default_str();

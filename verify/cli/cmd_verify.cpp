@@ -23,6 +23,7 @@ struct VerifySettings {
   bool forward_only = false;
   bool large = false;
   bool allow_tf32 = false;
+  bool nondeterministic = false;
   std::string lse_dtype = "f32";
   int ranks = 0;
   CLI::Option* ranks_opt = nullptr;
@@ -42,6 +43,7 @@ int run_verify(const VerifySettings& s) {
   }
   c.backward = !s.forward_only;
   c.allow_tf32 = s.allow_tf32;
+  c.deterministic = !s.nondeterministic;
   c.lse_dtype = verify::parse_lse_dtype(s.lse_dtype);
 
   const bool ring = s.ranks_opt->count() > 0;
@@ -88,6 +90,7 @@ Command add_verify_command(CLI::App& app) {
                 "large-magnitude Q and K (scores of several hundred) to stress the softmax");
   sub->add_flag("--allow-tf32", settings->allow_tf32,
                 "let f32 device backends use TF32 (the baseline is then TF32 too)");
+  add_nondeterministic_flag(*sub, settings->nondeterministic);
   sub->add_option("--lse-dtype", settings->lse_dtype,
                   "judge each backend's L as stored in f32, bf16 or f16 (rounded to it; L's "
                   "floor follows it)")

@@ -32,6 +32,7 @@ FuzzResult run_fuzz(const FuzzSettings& s,
   FuzzResult result;
   const auto judge = [&](verify::VerifyCase& c) -> verify::CaseOutcome {
     c.allow_tf32 = s.precision.allow_tf32;
+    c.deterministic = s.deterministic;
     c.lse_dtype = s.precision.lse_dtype;
     c.ranks = s.ranks;  // so the reproduce command runs the ring again
     const Support support = backend->supports(c.problem);

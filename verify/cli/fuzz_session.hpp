@@ -21,6 +21,7 @@ struct FuzzSettings {
   std::uint64_t seed = 0;
   verify::CaseBounds bounds;
   verify::Precision precision;  // --allow-tf32, --lse-dtype: applied to every case drawn
+  bool deterministic = true;    // --nondeterministic: applied to every case drawn
   // Testing the fuzzer: bugs planted in the cpu backend for every case (a bit set of
   // cpu::Fault, flashref/cpu/faults.hpp); the backend must then be "cpu".
   std::uint32_t planted_faults = 0;

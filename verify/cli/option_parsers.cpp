@@ -90,6 +90,12 @@ DType parse_dtype_option(const std::string& text, const std::string& option) {
   }
 }
 
+CLI::Option* add_nondeterministic_flag(CLI::App& app, bool& nondeterministic) {
+  return app.add_flag("--nondeterministic", nondeterministic,
+                      "let the cuda backward sum dQ atomically (sm90 family: faster, its bits may "
+                      "change from run to run; judged by the same rule)");
+}
+
 CLI::Option* add_seed_option(CLI::App& app, std::uint64_t& seed, const std::string& help) {
   CLI::Option* option = app.add_option_function<std::string>(
       "--seed",

@@ -33,6 +33,9 @@ DType parse_dtype_option(const std::string& text, const std::string& option);
 // Splits "a,b,c" into its parts (empty parts kept, so "a,,b" can be reported).
 std::vector<std::string> split_commas(const std::string& s);
 
+// Adds --nondeterministic to `app`: ExecutionOptions::deterministic = false.
+CLI::Option* add_nondeterministic_flag(CLI::App& app, bool& nondeterministic);
+
 // Adds --seed to `app`, parsed by parse_seed into `seed` (its default shown in --help).
 CLI::Option* add_seed_option(CLI::App& app, std::uint64_t& seed, const std::string& help);
 

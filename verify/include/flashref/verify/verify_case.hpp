@@ -23,6 +23,8 @@ struct VerifyCase {
   bool large = false;    // large-magnitude Q and K (problem_data.hpp)
   bool backward = true;  // also judge dQ, dK, dV
   bool allow_tf32 = false;
+  // false: the cuda backend may run its atomic (non-reproducible) backward; judged the same.
+  bool deterministic = true;
   DType lse_dtype = DType::f32;  // the dtype L is judged as stored in (precision.hpp)
   // R >= 1: each backend runs as R ranks of ring attention over the in-process transport
   // (flashref/ring/ring_backend.hpp), judged like the backend itself; 0: the backend alone.
