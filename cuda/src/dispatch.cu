@@ -10,7 +10,6 @@
 #include "instances.hpp"
 #include "kernels/common/bwd_preprocess.cuh"
 #include "kernels/common/launch.cuh"
-#include "kernels/sm90/bwd_postprocess.cuh"
 #include "launch.hpp"
 
 namespace flashref::cuda {
@@ -33,7 +32,7 @@ FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy st
   if (strategy == DqStrategy::separate_pass) return {};
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   return {rows * compiled_head_dim(args.d),
-          strategy == DqStrategy::fused_ordered ? rows / kernels::sm90::kDqTileRows : 0};
+          strategy == DqStrategy::fused_ordered ? rows / kernels::kDqTileRows : 0};
 }
 
 namespace {

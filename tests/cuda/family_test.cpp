@@ -8,6 +8,7 @@
 
 #include "family.hpp"
 #include "flashref/error.hpp"
+#include "launch.hpp"
 
 namespace flashref::cuda {
 namespace {
@@ -97,6 +98,36 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
   EXPECT_FALSE(family_supports(Family::sm90, p).ok);
   p.d = 64;
   EXPECT_TRUE(family_supports(Family::sm90, p).ok);
+}
+
+// How the backward makes dQ (dispatch.cu): the fused strategies exist on sm90 alone; the
+// atomic one only when asked for; their workspace is dQ's float32 accumulator at the compiled
+// head dim, and one counter per 64-query tile when the adds are ordered.
+TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
+  for (Family f : {Family::sm80, Family::sm80_tf32, Family::ffma}) {
+    EXPECT_EQ(dq_strategy(f, true), DqStrategy::separate_pass) << family_name(f);
+    EXPECT_EQ(dq_strategy(f, false), DqStrategy::separate_pass) << family_name(f);
+  }
+  EXPECT_EQ(dq_strategy(Family::sm90, false), DqStrategy::fused_atomic);
+  EXPECT_NE(dq_strategy(Family::sm90, true), DqStrategy::fused_atomic);
+}
+
+TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
+  kernels::AttnArgs a;
+  a.B = 2;
+  a.H = 3;
+  a.S_q = 200;
+  a.S_q_pad = workspace_rows(a.S_q);
+  a.d = 72;  // runs at the compiled head dim 128
+  ASSERT_EQ(a.S_q_pad, 256);
+  const long long rows = 2LL * 3 * 256;
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::separate_pass).accum_floats, 0);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::separate_pass).semaphores, 0);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_atomic).accum_floats, rows * 128);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_atomic).semaphores, 0);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).accum_floats, rows * 128);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).semaphores,
+            rows / kernels::kDqTileRows);
 }
 
 }  // namespace

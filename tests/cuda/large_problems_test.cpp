@@ -91,6 +91,7 @@ TEST(CudaLarge, LeaderboardProblemMatchesTheGoldOnSlices) {
   const std::unique_ptr<Backend> cuda = make_backend("cuda");
   verify::RunOptions run;
   run.backward = true;
+  run.exec.deterministic = !cuda_test::nondeterministic_requested();
   const verify::RunOutputs gpu = verify::run_backend(*cuda, data, run);
 
   std::mt19937_64 rng(99);

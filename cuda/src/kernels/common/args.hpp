@@ -18,6 +18,8 @@ enum OutCode : int { kOutF32 = 0, kOutF16 = 1, kOutBF16 = 2 };
 // Rows of the backward workspace (lse2, dsum below) are padded to a multiple of this, which
 // every kernel's query tile divides.
 inline constexpr int kWorkspaceRowPad = 128;
+// The query tile of the sm90 fused backward's dQ accumulator (AttnArgs::dq_accum).
+inline constexpr int kDqTileRows = 64;
 
 struct AttnArgs {
   TensorArg q, k, v, o;  // (B, S_q, H, d), (B, S_k, H_kv, d) x2, (B, S_q, H, d)

@@ -75,6 +75,8 @@ struct BwdDkvTraits {
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
+  static_assert(!kFused || kBlockM == kDqTileRows,
+                "the dQ accumulator's tiles are the steps' query tiles");
   static_assert(kQBytes % kSwizzleAtom == 0, "stage tiles must stay 1024-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };

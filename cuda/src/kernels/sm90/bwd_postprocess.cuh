@@ -7,8 +7,6 @@
 
 namespace flashref::cuda::kernels::sm90 {
 
-inline constexpr int kDqTileRows = 64;  // the fused backward's query tile
-
 // One block of 128 threads per (query tile, head, batch). A tile of the accumulator is in the
 // register order of the warpgroup that made it: float4 k of thread x = 32 w + 4 g + t holds
 // rows 16 w + g (.x, .y) and 16 w + g + 8 (.z, .w), columns 8 k + 2 t and 8 k + 2 t + 1.

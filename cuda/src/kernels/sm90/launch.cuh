@@ -142,14 +142,14 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
              "zeroing the fused backward's dQ accumulator");
   if (args.dq_semaphore != nullptr)
     check_cuda(cudaMemsetAsync(args.dq_semaphore, 0,
-                               rows / kernels::sm90::kDqTileRows * sizeof(int), stream),
+                               rows / kernels::kDqTileRows * sizeof(int), stream),
                "zeroing the fused backward's dQ counters");
   launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
                         kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv,
                         T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
                                                                 : "bwd_fused_atomic_wgmma",
                         stream);
-  const long long tiles = rows / kernels::sm90::kDqTileRows;
+  const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0)
     launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
                   128, 0, args, stream, "bwd_dq_postprocess");
