@@ -44,8 +44,9 @@ def _gold_or_backend(q: torch.Tensor) -> bool:
 
 @torch.library.custom_op("flashref::attention_forward", mutates_args=())
 def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: str,
-                      scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
-    """O and L (float32, (B, H, S_q)) for (B, H, S, d) inputs."""
+                      scale: float, deterministic: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+    """O and L (float32, (B, H, S_q)) for (B, H, S, d) inputs. deterministic is the backward's
+    (kept for it by autograd)."""
     B, H, S_q, d = q.shape
     o = torch.empty((B, H, S_q, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H, S_q), dtype=torch.float32 if q.dtype != torch.float64 else q.dtype,
@@ -60,7 +61,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: s
 
 
 @attention_forward.register_fake
-def _(q, k, v, mask, scale):
+def _(q, k, v, mask, scale, deterministic=True):
     B, H, S_q, d = q.shape
     lse_dtype = torch.float32 if q.dtype != torch.float64 else q.dtype
     return q.new_empty((B, H, S_q, d)), q.new_empty((B, H, S_q), dtype=lse_dtype)
@@ -68,9 +69,10 @@ def _(q, k, v, mask, scale):
 
 @torch.library.custom_op("flashref::attention_backward", mutates_args=())
 def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       o: torch.Tensor, lse: torch.Tensor, mask: str,
-                       scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV (dK, dV summed over each group of query heads)."""
+                       o: torch.Tensor, lse: torch.Tensor, mask: str, scale: float,
+                       deterministic: bool = True) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV (dK, dV summed over each group of query heads). deterministic=False lets the
+    cuda backend's sm90 kernels add dQ atomically: faster, bits may change between runs."""
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
@@ -81,28 +83,28 @@ def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
     with torch.cuda.device(q.device) if q.is_cuda else _nothing():
         _core.attention_backward(_readable(q), _readable(k), _readable(v), _readable(o),
                                  _readable(do), lse.detach().contiguous(), dq, dk, dv, mask, scale,
-                                 _stream(q), False)
+                                 _stream(q), False, deterministic)
     return dq, dk, dv
 
 
 @attention_backward.register_fake
-def _(do, q, k, v, o, lse, mask, scale):
+def _(do, q, k, v, o, lse, mask, scale, deterministic=True):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, mask, scale = inputs
+    q, k, v, mask, scale, deterministic = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
-    ctx.mask, ctx.scale = mask, scale
+    ctx.mask, ctx.scale, ctx.deterministic = mask, scale, deterministic
 
 
 def _backward(ctx, do, dlse):
     # L is an output for the course's Function and for checking, not a differentiable one:
     # its gradient (None unless the caller's loss used L) is not propagated.
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = attention_backward(do, q, k, v, o, lse, ctx.mask, ctx.scale)
-    return dq, dk, dv, None, None
+    dq, dk, dv = attention_backward(do, q, k, v, o, lse, ctx.mask, ctx.scale, ctx.deterministic)
+    return dq, dk, dv, None, None, None
 
 
 attention_forward.register_autograd(_backward, setup_context=_setup_context)
@@ -148,20 +150,28 @@ def _check_args(q, k, v, is_causal: bool, mask: Optional[str], scale: Optional[f
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = False,
-              mask: Optional[str] = None, scale: Optional[float] = None) -> torch.Tensor:
+              mask: Optional[str] = None, scale: Optional[float] = None,
+              deterministic: bool = True) -> torch.Tensor:
     """O = softmax(scale * Q K^T + mask) V by flashref's backends, differentiable.
 
     q: (B, H, S_q, d) or the course's (B, S_q, d); k, v: (B, H_kv, S_k, d) with H_kv dividing H
     (or (B, S_k, d)). Any strides (d contiguous, else one copy). is_causal: PyTorch's top-left
     causal mask; mask: 'none', 'causal' or 'causal-bottom-right' instead. CUDA tensors run the
     cuda backend on the current stream, CPU tensors the cpu backend; float64 CPU tensors run
-    the float64 gold (for torch.autograd.gradcheck)."""
+    the float64 gold (for torch.autograd.gradcheck). deterministic=False lets the backward add
+    dQ atomically where the cuda backend can (Hopper's sm90 kernels: faster, its bits may change
+    from run to run); refused while torch.use_deterministic_algorithms(True) is on."""
     mask, scale = _check_args(q, k, v, is_causal, mask, scale)
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic: must be a bool, got {deterministic!r}")
+    if not deterministic and torch.are_deterministic_algorithms_enabled():
+        raise RuntimeError("deterministic=False while torch.use_deterministic_algorithms(True) "
+                           "is on: the atomic backward is not reproducible")
     course = q.ndim == 3
     if course:
         q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)
     _check_shapes(q, k, v)
-    o, _ = attention_forward(q, k, v, mask, scale)
+    o, _ = attention_forward(q, k, v, mask, scale, deterministic)
     return o.squeeze(1) if course else o
 
 

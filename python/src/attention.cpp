@@ -66,10 +66,11 @@ void require_lse(const OutArray& lse, const Problem& p, bool on_device) {
   }
 }
 
-ExecutionOptions options_of(std::uintptr_t stream, bool allow_tf32) {
+ExecutionOptions options_of(std::uintptr_t stream, bool allow_tf32, bool deterministic = true) {
   ExecutionOptions o;
   o.stream = reinterpret_cast<void*>(stream);
   o.allow_tf32 = allow_tf32;
+  o.deterministic = deterministic;
   return o;
 }
 
@@ -91,7 +92,8 @@ void forward(const AnyArray& q, const AnyArray& k, const AnyArray& v, OutArray o
 
 void backward(const AnyArray& q, const AnyArray& k, const AnyArray& v, const AnyArray& o,
               const AnyArray& dO, OutArray lse, OutArray dq, OutArray dk, OutArray dv,
-              const std::string& mask, double scale, std::uintptr_t stream, bool allow_tf32) {
+              const std::string& mask, double scale, std::uintptr_t stream, bool allow_tf32,
+              bool deterministic) {
   const Backend& backend = backend_for(q);
   BackwardParams params;
   params.q = view_of(q, "q");
@@ -106,7 +108,7 @@ void backward(const AnyArray& q, const AnyArray& k, const AnyArray& v, const Any
   params.problem.grad_dtype = params.dq.dtype;
   require_lse(lse, params.problem, q.device_type() == nb::device::cuda::value);
   params.lse = static_cast<const float*>(lse.data());
-  params.options = options_of(stream, allow_tf32);
+  params.options = options_of(stream, allow_tf32, deterministic);
   nb::gil_scoped_release release;
   backend.backward(params);
 }
@@ -193,7 +195,8 @@ void bind_attention(nb::module_& m) {
   m.def("attention_backward", &backward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"),
         nb::arg("do_"), nb::arg("lse"), nb::arg("dq"), nb::arg("dk"), nb::arg("dv"),
         nb::arg("mask"), nb::arg("scale"), nb::arg("stream"), nb::arg("allow_tf32"),
-        "Writes dQ, dK, dV.");
+        nb::arg("deterministic") = true,
+        "Writes dQ, dK, dV; deterministic=False lets the cuda backend sum dQ atomically.");
   m.def("gold_forward", &gold_forward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"),
         nb::arg("lse"), nb::arg("mask"), nb::arg("scale"),
         "The float64 gold's O and L for float64 host arrays (B, H, S, d).");

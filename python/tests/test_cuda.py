@@ -50,6 +50,17 @@ def test_attention_on_cuda_matches_the_gold(dtype, mask, heads):
     assert report.passed, str(report)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=lambda t: str(t)[6:])
+@pytest.mark.parametrize("mask", MASKS)
+def test_the_atomic_backward_passes_the_rule(dtype, mask):
+    torch.manual_seed(0)
+    q = torch.randn(2, 4, 700, 64, device="cuda", dtype=dtype)
+    k = torch.randn(2, 2, 650, 64, device="cuda", dtype=dtype)
+    v = torch.randn(2, 2, 650, 64, device="cuda", dtype=dtype)
+    report = judged(q, k, v, mask, deterministic=False)
+    assert report.passed, str(report)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t)[6:])
 def test_non_contiguous_inputs(dtype):
     torch.manual_seed(0)

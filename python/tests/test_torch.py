@@ -76,6 +76,27 @@ def test_gradcheck_in_float64(mask):
     assert torch.autograd.gradcheck(lambda a, b, c: flashref.attention(a, b, c, mask=mask), (q, k, v))
 
 
+def test_deterministic_false_is_an_option_checked_against_torchs_own_switch():
+    q, k, v, do = (torch.from_numpy(x) for x in inputs(1, 2, 1, 30, 30, 16, seed=3))
+    grads = []
+    for deterministic in (True, False):
+        qs, ks, vs = (x.clone().requires_grad_() for x in (q, k, v))
+        flashref.attention(qs, ks, vs, is_causal=True, deterministic=deterministic).backward(do)
+        grads.append((qs.grad, ks.grad, vs.grad))
+    # The cpu backend is deterministic either way: the same bits.
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+    with pytest.raises(TypeError, match="^deterministic:"):
+        flashref.attention(q, k, v, deterministic=1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="use_deterministic_algorithms"):
+            flashref.attention(q, k, v, deterministic=False)
+        assert flashref.attention(q, k, v, deterministic=True).shape == q.shape
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
 def test_bad_attention_input_names_the_argument():
     q = torch.randn(1, 2, 8, 16)
     with pytest.raises(ValueError, match="^k:"):

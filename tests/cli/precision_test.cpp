@@ -165,4 +165,29 @@ TEST(CliPrecision, VerifyRunAndFuzzShowThePrecision) {
   EXPECT_TRUE(f.at("precision").at("allow_tf32").get<bool>());
 }
 
+// --nondeterministic (the cuda backend's atomic backward, where it has one) is carried by
+// every subcommand that runs a backend: in verify's case, its JSON and its reproduce command,
+// in fuzz's JSON; on the cpu backend, deterministic either way, the result is unchanged.
+TEST(CliPrecision, NondeterministicIsCarriedIntoTheCaseAndItsCommand) {
+  const std::string args = "verify --backends cpu --shape 1,2,33,47,16 --dtype bf16 --json";
+  const CliRun plain = run_cli(args);
+  const CliRun atomic = run_cli(args + " --nondeterministic");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  ASSERT_EQ(atomic.exit_code, 0) << atomic.out << atomic.err;
+  const nlohmann::json a = nlohmann::json::parse(atomic.out);
+  const nlohmann::json p = nlohmann::json::parse(plain.out);
+  EXPECT_FALSE(a.at("case").at("deterministic").get<bool>());
+  EXPECT_TRUE(p.at("case").at("deterministic").get<bool>());
+  EXPECT_TRUE(contains(a.at("command").get<std::string>(), "--nondeterministic"));
+  EXPECT_FALSE(contains(p.at("command").get<std::string>(), "--nondeterministic"));
+  EXPECT_EQ(a.at("backends"), p.at("backends"));
+
+  const CliRun fuzz = run_cli("fuzz --cases 3 --max-seq 24 --nondeterministic --json");
+  EXPECT_EQ(fuzz.exit_code, 0) << fuzz.out << fuzz.err;
+  EXPECT_FALSE(nlohmann::json::parse(fuzz.out).at("deterministic").get<bool>());
+  const CliRun bench =
+      run_cli("bench --backends cpu --shape 1,1,16,16,8 --reps 1 --warmup 0 --nondeterministic");
+  EXPECT_EQ(bench.exit_code, 0) << bench.out << bench.err;
+}
+
 }  // namespace
