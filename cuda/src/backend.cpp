@@ -268,7 +268,8 @@ class CudaBackend final : public Backend {
     a.lse2 = static_cast<float*>(ws);
     a.dsum = a.lse2 + rows;
     if (fused.accum_floats > 0) a.dq_accum = a.dsum + rows;
-    if (fused.semaphores > 0) a.dq_semaphore = reinterpret_cast<int*>(a.dq_accum + fused.accum_floats);
+    if (fused.semaphores > 0)
+      a.dq_semaphore = reinterpret_cast<int*>(a.dq_accum + fused.accum_floats);
     try {
       launch_backward(a, family, p.dtype, params.options.stream);
     } catch (...) {
