@@ -93,7 +93,8 @@ def _(do, q, k, v, o, lse, mask, scale, deterministic=True):
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, mask, scale, deterministic = inputs
+    q, k, v, mask, scale, *rest = inputs
+    deterministic = rest[0] if rest else True  # the schema's default when not passed
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.mask, ctx.scale, ctx.deterministic = mask, scale, deterministic
