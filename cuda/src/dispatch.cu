@@ -18,8 +18,12 @@ int workspace_rows(int S_q) {
   return kernels::ceil_div(S_q, kernels::kWorkspaceRowPad) * kernels::kWorkspaceRowPad;
 }
 
-// The deterministic default is the measured faster of the two (docs/perf-notes.md, run 13);
-// FLASHREF_CUDA_TUNE bwd90=1 picks the other, to compare them.
+// The deterministic default is the measured faster of the two: the two passes (run 13b, same
+// call, ms, two rounds: leaderboard d = 64 3.98-4.02 against the ordered fused kernel's
+// 4.22-4.29, S = 4k 2.32-2.35 against 2.69-2.71, S = 1k 0.90 against 0.97; only the d = 128
+// leaderboard favoured the fused one, 7.03-7.09 against 7.13-7.21). FLASHREF_CUDA_TUNE
+// bwd90=1 picks the other, to compare them. Non-deterministic: the atomic fused kernel (6%
+// faster on the d = 128 leaderboard, level elsewhere: docs/perf-notes.md, run 13b).
 DqStrategy dq_strategy(Family family, bool deterministic) {
   if (family != Family::sm90) return DqStrategy::separate_pass;
   if (!deterministic) return DqStrategy::fused_atomic;

@@ -67,8 +67,8 @@ struct FwdConfig<Element, 128> {
 // (7.02-7.22). FlashAttention-3's grid at S = 1k (d = 64): 0.955 ms, 0.900, 0.920, 0.905.
 //
 // The fused backward (dQ added from the dK/dV pass, kernels/sm90/bwd_dkdv.cuh): three stages at
-// d = 64; at d = 128 two, as the consumers' dS and dQ partials (16 + 64 KB) leave no room for
-// a third.
+// d = 64; at d = 128 two, as the consumers' dS and dQ tiles (16 + 64 KB) leave no room for a
+// third. Which strategy runs is dispatch.cu's dq_strategy, with its measured reasons.
 template <typename Element, int kD>
 struct BwdConfig {
   using Dq = BwdDqTraits<Element, kD, 3, kD == 64 ? 128 : 64>;
