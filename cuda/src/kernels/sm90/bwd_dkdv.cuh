@@ -47,8 +47,8 @@ namespace flashref::cuda::kernels::sm90 {
 // ordered one is slower than the two passes but at d = 128: dispatch.cu, dq_strategy).
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
-template <typename Element_, int kD_, int kStages_, int kDqMode_ = kDqPass>
-struct BwdDkvTraits {
+template <typename Element_, int kD_, int kStages_, int kDqMode_>
+struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
   static constexpr int kStages = kStages_;  // (Q_i, dO_i, L'_i, D_i) stages
@@ -84,6 +84,16 @@ struct BwdDkvTraits {
                 "the dQ accumulator's tiles are the steps' query tiles");
   static_assert(kQBytes % kSwizzleAtom == 0, "stage tiles must stay 1024-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
+};
+
+// The two-pass dK/dV kernel, and the fused one. Two names rather than a defaulted argument keep
+// the first one's kernel symbol what it was before the fused one existed, so that
+// scripts/sass-compare maps it to its earlier builds.
+template <typename Element, int kD, int kStages>
+struct BwdDkvTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {};
+template <typename Element, int kD, int kStages, int kDqMode>
+struct BwdFusedTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode> {
+  static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 
 template <typename T>

@@ -74,8 +74,8 @@ struct BwdConfig {
   using Dq = BwdDqTraits<Element, kD, 3, kD == 64 ? 128 : 64>;
   using Dkv = BwdDkvTraits<Element, kD, 3>;
   static constexpr int kFusedStages = kD == 64 ? 3 : 2;
-  using FusedOrdered = BwdDkvTraits<Element, kD, kFusedStages, kDqOrdered>;
-  using FusedAtomic = BwdDkvTraits<Element, kD, kFusedStages, kDqAtomic>;
+  using FusedOrdered = BwdFusedTraits<Element, kD, kFusedStages, kDqOrdered>;
+  using FusedAtomic = BwdFusedTraits<Element, kD, kFusedStages, kDqAtomic>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90
