@@ -10,8 +10,8 @@
 
 #include "cuda_test_support.hpp"
 #include "flashref/error.hpp"
-#include "flashref/ring/host_staged.hpp"
 #include "flashref/verify/generators.hpp"
+#include "host_staged.hpp"
 #include "split_keys_backend.hpp"
 
 namespace flashref {
@@ -34,7 +34,7 @@ verify::CaseBounds cuda_bounds() {
 TEST(CudaPartialAttention, SplitKeysMergedPassTheRuleAgainstTheWholeProblem) {
   FLASHREF_REQUIRE_GPU();
   (void)kDefaultCaseCount;
-  const std::unique_ptr<Backend> staged = ring::host_staged(make_backend("cuda"));
+  const std::unique_ptr<Backend> staged = cuda_test::host_staged(make_backend("cuda"));
   const bool ok = rc::check("cuda: key blocks merged by logsumexp pass the rule", [&] {
     const verify::VerifyCase c = *verify::gen_case(cuda_bounds());
     const ring::testing::KeySplit split = ring::testing::gen_split(c.problem.S_k);
@@ -47,8 +47,8 @@ TEST(CudaPartialAttention, SplitKeysMergedPassTheRuleAgainstTheWholeProblem) {
 }
 
 TEST(HostStaged, RefusesAHostBackend) {
-  EXPECT_THROW(ring::host_staged(make_backend("cpu")), InvalidArgument);
-  EXPECT_THROW(ring::host_staged(nullptr), InvalidArgument);
+  EXPECT_THROW(cuda_test::host_staged(make_backend("cpu")), InvalidArgument);
+  EXPECT_THROW(cuda_test::host_staged(nullptr), InvalidArgument);
 }
 
 }  // namespace

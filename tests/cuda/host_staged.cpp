@@ -1,4 +1,4 @@
-#include "flashref/ring/host_staged.hpp"
+#include "host_staged.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "flashref/error.hpp"
 
-namespace flashref::ring {
+namespace flashref::cuda_test {
 namespace {
 
 // The device copies of one call's tensors, released when the call ends (also on a throw).
@@ -129,9 +129,9 @@ std::unique_ptr<Backend> host_staged(std::shared_ptr<const Backend> device_backe
   if (device_backend->memory_space() != MemorySpace::device ||
       device_backend->device_runtime() == nullptr) {
     throw InvalidArgument("device_backend", device_backend->name() +
-                                                " takes host memory; give it to the ring as it is");
+                                                " takes host memory already: host_staged is for device backends");
   }
   return std::make_unique<HostStagedBackend>(std::move(device_backend));
 }
 
-}  // namespace flashref::ring
+}  // namespace flashref::cuda_test
