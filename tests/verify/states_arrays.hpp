@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <vector>
 
 #include <xtensor/xarray.hpp>
@@ -14,18 +13,6 @@
 
 namespace flashref::verify::testing {
 
-inline xt::xarray<float> as_array(const HostTensor& t) {
-  xt::xarray<float> a = xt::xarray<float>::from_shape(
-      {static_cast<std::size_t>(t.B()), static_cast<std::size_t>(t.H()),
-       static_cast<std::size_t>(t.S()), static_cast<std::size_t>(t.d())});
-  std::size_t n = 0;
-  for (std::int64_t b = 0; b < t.B(); ++b)
-    for (std::int64_t h = 0; h < t.H(); ++h)
-      for (std::int64_t s = 0; s < t.S(); ++s)
-        for (std::int64_t i = 0; i < t.d(); ++i) a.flat(n++) = t.get(b, h, s, i);
-  return a;
-}
-
 template <class T>
 xt::xarray<float> as_float(const T& values) {
   xt::xarray<float> f = xt::xarray<float>::from_shape(
@@ -33,6 +20,10 @@ xt::xarray<float> as_float(const T& values) {
   for (std::size_t n = 0; n < values.size(); ++n) f.flat(n) = static_cast<float>(values.flat(n));
   return f;
 }
+
+// A tensor's values in the canonical (B, H, S, d) layout as float32 (exact: every dtype's
+// values are floats).
+inline xt::xarray<float> as_array(const HostTensor& t) { return as_float(t.to_double()); }
 
 inline bool same_bits(const xt::xarray<float>& a, const xt::xarray<float>& b) {
   if (a.shape() != b.shape()) return false;
