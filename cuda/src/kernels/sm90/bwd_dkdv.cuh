@@ -40,10 +40,10 @@ namespace flashref::cuda::kernels::sm90 {
 // only. Fused (kDqOrdered, kDqAtomic): this kernel also takes Alg. 2 line 16, dQ_i += dS_ij K_j,
 // and adds the step's 64 x d partial (both consumers' keys) into a float32 accumulator in
 // global memory (args.dq_accum, zeroed before, scaled and converted by
-// bwd_dq_postprocess_kernel after) with the TMA's bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks
-// ordered by a semaphore per query tile (args.dq_semaphore): the same bits on every run.
-// kDqAtomic adds them in whatever order the blocks reach them: not reproducible, and on the
-// H200 6% faster than the two passes at d = 128 on long sequences, level elsewhere (the
+// bwd_dq_postprocess_kernel after) with the TMA's bulk reduction. kDqOrdered adds them in ascending
+// key tile order, the blocks ordered by a semaphore per query tile (args.dq_semaphore): the same
+// bits on every run. kDqAtomic adds them in whatever order the blocks reach them: not reproducible,
+// and on the H200 6% faster than the two passes at d = 128 on long sequences, level elsewhere (the
 // ordered one is slower than the two passes but at d = 128: dispatch.cu, dq_strategy).
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
@@ -54,7 +54,7 @@ struct BwdDkvTraitsOf {
   static constexpr int kStages = kStages_;  // (Q_i, dO_i, L'_i, D_i) stages
   static constexpr int kDqMode = kDqMode_;
   static constexpr bool kFused = kDqMode != kDqPass;
-  static constexpr int kConsumers = 2;      // warpgroups of 64 keys
+  static constexpr int kConsumers = 2;             // warpgroups of 64 keys
   static constexpr int kBlockN = 64 * kConsumers;  // B_k
   static constexpr int kBlockM = 64;               // B_q: queries per step
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -72,12 +72,14 @@ struct BwdDkvTraitsOf {
   static constexpr int kFusedOffset =
       ((kTileBytes > kOutBytes ? kTileBytes : kOutBytes) + kSwizzleAtom - 1) / kSwizzleAtom *
       kSwizzleAtom;
-  static constexpr int kBodyBytes =
-      kFused ? kFusedOffset + kConsumers * (kDsBytes + kDqBytes)
-             : (kTileBytes > kOutBytes ? kTileBytes : kOutBytes);
+  static constexpr int kBodyBytes = kFused ? kFusedOffset + kConsumers * (kDsBytes + kDqBytes)
+                                           : (kTileBytes > kOutBytes ? kTileBytes : kOutBytes);
   static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kConsumers : 0);
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  // P^T is computed as soon as S^T lands, under the dP^T product (BwdDkvTraitsPUnderDp), or
+  // after both land.
+  static constexpr bool kPUnderDp = false;
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
   static_assert(!kFused || kBlockM == kDqTileRows,
@@ -91,6 +93,10 @@ struct BwdDkvTraitsOf {
 // scripts/sass-compare maps it to its earlier builds.
 template <typename Element, int kD, int kStages>
 struct BwdDkvTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {};
+template <typename Element, int kD, int kStages>
+struct BwdDkvTraitsPUnderDp : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {
+  static constexpr bool kPUnderDp = true;
+};
 template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
@@ -161,10 +167,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_expect_tx(bar_kv, 2 * T::kKVBytes);
 #pragma unroll
       for (int cb = 0; cb < T::kColBlocks; ++cb) {
-        tma_load_4d(sK + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_kv, cb * kBlockCols, n0,
-                    h_kv, b);
-        tma_load_4d(sV + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_kv, cb * kBlockCols, n0,
-                    h_kv, b);
+        tma_load_4d(sK + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_kv, cb * kBlockCols, n0, h_kv,
+                    b);
+        tma_load_4d(sV + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_kv, cb * kBlockCols, n0, h_kv,
+                    b);
       }
       // Line 10, for every step, into the next free stage.
       for (int it = 0; it < total; ++it) {
@@ -225,14 +231,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   setmaxnreg_inc<T::kConsumerRegs>();
   const int c = wg - 1, ctid = tid - 128, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int lane_row = c * 64 + ((tid % 128) / 32) * 16 + g;  // keys lane_row (+ 8) of the tile
-  constexpr int kNT = kBlockM / 8;                           // 8-query column tiles of S^T
+  constexpr int kNT = kBlockM / 8;                            // 8-query column tiles of S^T
 
   float acc_dk[kD / 2], acc_dv[kD / 2];
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) acc_dk[i] = acc_dv[i] = 0.0f;
 
   // S^T or dP^T = (K_j or V_j) (Q_i or dO_i)^T over the head dim, both K-major.
-  auto issue_transposed_scores = [&](float (&acc)[kBlockM / 2], uint32_t rows, uint32_t cols) {
+  auto issue_transposed_scores = [&](float(&acc)[kBlockM / 2], uint32_t rows, uint32_t cols) {
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
@@ -246,17 +252,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   };
   // dV_j or dK_j += (P^T or dS^T) (dO_i or Q_i): A from registers, B MN-major (queries as
   // rows, the head dim contiguous).
-  auto issue_key_gradient = [&](float (&acc)[kD / 2], const uint32_t (&a)[kBlockM / 16][4],
+  auto issue_key_gradient = [&](float(&acc)[kD / 2], const uint32_t(&a)[kBlockM / 16][4],
                                 uint32_t rows) {
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      const uint64_t bd = make_smem_desc(rows + kk * (16 * kSwizzleBytes),
-                                         kBlockM * kSwizzleBytes, kSwizzleAtom);
+      const uint64_t bd =
+          make_smem_desc(rows + kk * (16 * kSwizzleBytes), kBlockM * kSwizzleBytes, kSwizzleAtom);
       WgmmaRS<Element, kD>::run(acc, a[kk], bd, 1);
     }
   };
   // A C tile rounded to the input type, as the A fragments of the next product.
-  auto pack = [&](uint32_t (&frag)[kBlockM / 16][4], const float (&acc)[kNT][4]) {
+  auto pack = [&](uint32_t(&frag)[kBlockM / 16][4], const float(&acc)[kNT][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk)
 #pragma unroll
@@ -270,7 +276,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // ds_frag[kk] transposed by stmatrix, stored row r (query 16 kk + 8 (m / 2) + r) receiving
   // keys 16 w + 8 (m % 2) .. + 7, which is 16-byte chunk 2 w + m % 2 of the row, swizzled.
   const int warp = (tid % 128) / 32;
-  auto store_ds = [&](const uint32_t (&frag)[kBlockM / 16][4]) {
+  auto store_ds = [&](const uint32_t(&frag)[kBlockM / 16][4]) {
     const int m = lane / 8, r = lane % 8;
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
@@ -281,7 +287,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // dQ_i's partial = dS (64 x 64 keys) K_j (this consumer's 64 keys x kD), 64 columns at a
   // time; stored into sDQ(c) in register order (float4 k of thread x at (k x 128 + x) x 16
   // bytes: a warp's stores are 512 contiguous bytes), and handed to the writer.
-  auto issue_dq = [&](float (&acc)[32], int half) {
+  auto issue_dq = [&](float(&acc)[32], int half) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -296,14 +302,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto dq_tile = [&](int which) {
     return reinterpret_cast<float*>(base_ptr + (sDQ(which) - base));
   };
-  auto store_dq = [&](float* out, const float (&acc)[32], int half) {
+  auto store_dq = [&](float* out, const float(&acc)[32], int half) {
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       *reinterpret_cast<float4*>(out + ((half * 8 + k) * 128 + tid % 128) * 4) =
           make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
   };
   // Consumer 0 adds consumer 1's partial: thread x of each holds the same rows and columns.
-  auto add_partial = [&](float (&acc)[32], int half) {
+  auto add_partial = [&](float(&acc)[32], int half) {
     const float* in = dq_tile(1);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
@@ -330,11 +336,19 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float(&flat_dp)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_dp);
       wgmma_fence();
       issue_transposed_scores(flat_s, sK, sQ(st));
-      issue_transposed_scores(flat_dp, sV, sdO(st));
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(flat_s);
-      fence_registers(flat_dp);
+      if constexpr (T::kPUnderDp) {
+        wgmma_commit();
+        issue_transposed_scores(flat_dp, sV, sdO(st));
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_registers(flat_s);
+      } else {
+        issue_transposed_scores(flat_dp, sV, sdO(st));
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_registers(flat_s);
+        fence_registers(flat_dp);
+      }
 
       // Line 12. Queries past S_q have L' = +inf in the workspace: P = 0 with no compare.
       const bool needs_mask =
@@ -359,6 +373,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
       wgmma_commit();
 
+      if constexpr (T::kPUnderDp) {
+        wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+        fence_registers(flat_dp);
+      }
       ds_transposed(acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
       uint32_t ds_frag[kBlockM / 16][4];
       pack(ds_frag, acc_s);
@@ -416,9 +434,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   store_consumer_tile<kBlockN, kD, 128 * T::kConsumers>(
       sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, b, n0, h_kv),
       keys_valid, args.d, lane_row, t, ctid, 1);
-  store_consumer_tile<kBlockN, kD, 128 * T::kConsumers>(
-      sOut, acc_dv, 1.0f, args.dv, args.grad_code, row_offset(args.dv, b, n0, h_kv), keys_valid,
-      args.d, lane_row, t, ctid, 1);
+  store_consumer_tile<kBlockN, kD, 128 * T::kConsumers>(sOut, acc_dv, 1.0f, args.dv, args.grad_code,
+                                                        row_offset(args.dv, b, n0, h_kv),
+                                                        keys_valid, args.d, lane_row, t, ctid, 1);
 }
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -33,7 +33,9 @@ struct FwdConfig<Element, 64> {
 //   1: the kept d = 64 tiles on a grid of one block per tile;
 //   2: run 10's choice (two consumers, two stages, B_k = 128, a block per tile), at d = 64 and
 //      128;
-//   3: the kept d = 64 configuration with four stages.
+//   3: the kept d = 64 configuration with four stages;
+//   4: the kept configuration of either head dim with the scale folded into the exponent
+//      (FwdTraitsFoldScale).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -47,6 +49,14 @@ struct FwdVariant<Element, kD, 2> {
 template <typename Element>
 struct FwdVariant<Element, 64, 3> {
   using Traits = FwdTraits<Element, 64, 3, 4, true, 112, true>;
+};
+template <typename Element>
+struct FwdVariant<Element, 64, 4> {
+  using Traits = FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>;
+};
+template <typename Element>
+struct FwdVariant<Element, 128, 4> {
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
 };
 
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two
@@ -76,6 +86,14 @@ struct BwdConfig {
   static constexpr int kFusedStages = kD == 64 ? 3 : 2;
   using FusedOrdered = BwdFusedTraits<Element, kD, kFusedStages, kDqOrdered>;
   using FusedAtomic = BwdFusedTraits<Element, kD, kFusedStages, kDqAtomic>;
+};
+
+// FLASHREF_CUDA_TUNE bwd90=2 (compiled with FLASHREF_CUDA_TUNING_VARIANTS): the two passes
+// with P (P^T) computed as soon as S (S^T) lands, under the dP (dP^T) product.
+template <typename Element, int kD>
+struct BwdPUnderDpVariant {
+  using Dq = BwdDqTraitsPUnderDp<Element, kD, 3, kD == 64 ? 128 : 64>;
+  using Dkv = BwdDkvTraitsPUnderDp<Element, kD, 3>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

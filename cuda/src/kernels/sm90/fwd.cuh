@@ -37,13 +37,15 @@ template <typename Element_, int kD_, int kConsumers_, int kStages_, bool kPingP
           int kBlockN_ = 128, bool kPersistent_ = false>
 struct FwdTraits {
   using Element = Element_;
-  static constexpr int kD = kD_;                // compiled head dim (d <= kD; TMA zero-fills)
+  static constexpr int kD = kD_;                  // compiled head dim (d <= kD; TMA zero-fills)
   static constexpr int kConsumers = kConsumers_;  // warpgroups of 64 query rows
-  static constexpr int kStages = kStages_;      // K/V stages in shared memory
+  static constexpr int kStages = kStages_;        // K/V stages in shared memory
   static constexpr bool kPingPong = kPingPong_;
   // A grid of one block per multiprocessor, each looping over query tiles (the next tile's Q
   // and K/V load under the current one's last product and epilogue), or one block per tile.
   static constexpr bool kPersistent = kPersistent_;
+  // The softmax scales each score before the row max (FwdTraitsFoldScale: after).
+  static constexpr bool kFoldScale = false;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
   static constexpr int kBlockN = kBlockN_;         // B_k: 128, or 96 / 112 (smaller S, P~)
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -62,30 +64,48 @@ struct FwdTraits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 128, "B_k: a multiple of 16, at most 128");
 };
 
+// The softmax takes the row max of the raw scores and folds the scale into the exponent's
+// argument (one FFMA, s scale log2(e) - m, instead of a multiply and a subtract per score), for
+// a positive scale (the max of scale x s is scale x the max of s; otherwise it scales first).
+// A name of its own keeps the unfolded kernels' symbols what scripts/sass-compare knows.
+template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong, int kBlockN,
+          bool kPersistent>
+struct FwdTraitsFoldScale
+    : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent> {
+  static constexpr bool kFoldScale = true;
+};
+
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
 // domain, -inf past S_k and above the diagonal, the running max m, P~ = 2^(s - m), the running
-// sum l; alpha = 2^(m_old - m) per row for the rescale of O.
-template <int kBlockN>
+// sum l; alpha = 2^(m_old - m) per row for the rescale of O. With kFold and a positive scale
+// the max is taken over the raw scores and scaled once per row, and each score enters the
+// exponent through one FFMA: fl(c x max s) = max fl(c x s) for c > 0, so m is the
+// same number; P~ differs from the unfolded one by the FFMA's single rounding.
+template <int kBlockN, bool kFold>
 __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
                                                float (&row_l)[2], float (&alpha)[2],
                                                bool needs_mask, const int (&limit)[2], int n0,
                                                int t, float scale_log2) {
+  const bool fold = kFold && scale_log2 > 0.0f;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    float m = row_m[hf];
+    float m = fold ? -INFINITY : row_m[hf];
 #pragma unroll
     for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& s = acc_s[4 * i + 2 * hf + e];
-        s *= scale_log2;
+        if (!fold) s *= scale_log2;
         if (needs_mask && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
         m = fmaxf(m, s);
       }
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+    if (fold) m = fmaxf(row_m[hf], m * scale_log2);
     // A row that has seen no visible key yet keeps m = -inf; its P~ and alpha are 0, not NaN.
-    const float m_base = m == -INFINITY ? 0.0f : m;
+    // Folded, a max past float32 (scores above 2.36e38, docs/verification.md) would zero every
+    // P~ through fma(s, c, -inf) and pass for a row that sees no key: NaN instead, as unfolded.
+    const float m_base = m == -INFINITY ? 0.0f : (fold && m == INFINITY ? NAN : m);
     alpha[hf] = fast_exp2(row_m[hf] - m_base);
     row_m[hf] = m;
     float sum = 0.0f;
@@ -94,7 +114,7 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& s = acc_s[4 * i + 2 * hf + e];
-        s = fast_exp2(s - m_base);
+        s = fast_exp2(fold ? fmaf(s, scale_log2, -m_base) : s - m_base);
         sum += s;
       }
     row_l[hf] = alpha[hf] * row_l[hf] + sum;
@@ -190,29 +210,29 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
-  auto issue_s = [&](float (&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
+  auto issue_s = [&](float(&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
-      const uint64_t a = make_smem_desc(
-          sQ + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
-          kSwizzleAtom);
+      const uint64_t a =
+          make_smem_desc(sQ + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes,
+                         16, kSwizzleAtom);
       const uint64_t bk =
           make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
       WgmmaSS<Element, kBlockN>::run(acc_s, a, bk, ks > 0 ? 1 : 0);
     }
   };
   float acc_o[kD / 2];
-  auto issue_pv = [&](const uint32_t (&p)[kBlockN / 16][4], int st) {  // O += P~ V_j
+  auto issue_pv = [&](const uint32_t(&p)[kBlockN / 16][4], int st) {  // O += P~ V_j
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t bv = make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes),
-                                         kBlockN * kSwizzleBytes, kSwizzleAtom);
+      const uint64_t bv =
+          make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes), kBlockN * kSwizzleBytes, kSwizzleAtom);
       WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
     }
   };
   // P~ rounded to the input type, as the A fragments of the P~ V product.
-  auto pack_p = [&](uint32_t (&p)[kBlockN / 16][4], const float (&acc_s)[kBlockN / 2]) {
+  auto pack_p = [&](uint32_t(&p)[kBlockN / 16][4], const float(&acc_s)[kBlockN / 2]) {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
 #pragma unroll
@@ -242,9 +262,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
     float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
     if (n_end == 0) {  // no row of the tile sees a key: O = 0, L = -inf
-      write_fully_masked_tile<kBlockM, kD, 128 * T::kConsumers>(o_tile, args.o.row_stride,
-                                                                lse_rows, rows_valid, args.d,
-                                                                tid - 128);
+      write_fully_masked_tile<kBlockM, kD, 128 * T::kConsumers>(o_tile, args.o.row_stride, lse_rows,
+                                                                rows_valid, args.d, tid - 128);
       continue;
     }
 
@@ -282,8 +301,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       pass_turn();
       wgmma_wait<0>();
       fence_registers(acc_s);
-      online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
-                              n * kBlockN, t, args.scale_log2);
+      online_softmax<kBlockN, T::kFoldScale>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN),
+                                             limit, n * kBlockN, t, args.scale_log2);
       pack_p(p_frag, acc_s);
     }
     for (--n, ++it; n >= 0; --n, ++it) {
@@ -300,8 +319,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       pass_turn();
       wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
       fence_registers(acc_s);
-      online_softmax<kBlockN>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN), limit,
-                              n * kBlockN, t, args.scale_log2);
+      online_softmax<kBlockN, T::kFoldScale>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN),
+                                             limit, n * kBlockN, t, args.scale_log2);
       wgmma_wait<0>();
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_prev));

@@ -15,10 +15,10 @@
 #include "flashref/dtype.hpp"
 #include "flashref/error.hpp"
 #include "kernels/common/launch.cuh"
-#include "kernels/sm90/configs.hpp"
 #include "kernels/sm90/bwd_dkdv.cuh"
 #include "kernels/sm90/bwd_dq.cuh"
 #include "kernels/sm90/bwd_postprocess.cuh"
+#include "kernels/sm90/configs.hpp"
 
 namespace flashref::cuda::sm90 {
 
@@ -31,8 +31,9 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
                                                 cudaEnableDefault, &found),
                "looking up cuTensorMapEncodeTiled");
     if (fn == nullptr || found != cudaDriverEntryPointSuccess)
-      throw Unsupported("cuda backend: the driver has no cuTensorMapEncodeTiled (TMA), which the "
-                        "sm90 family needs");
+      throw Unsupported(
+          "cuda backend: the driver has no cuTensorMapEncodeTiled (TMA), which the "
+          "sm90 family needs");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
   return encode;
@@ -49,15 +50,15 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
                                  cuuint64_t(t.batch_stride) * 2};
   const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kBlockCols), cuuint32_t(rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r = tensor_map_encoder()(
-      &map, type, 4, t.ptr, dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r =
+      tensor_map_encoder()(&map, type, 4, t.ptr, dims, strides, box, element_strides,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw Unsupported(std::string("cuda backend: the sm90 forward's TMA descriptor of ") + what +
-                      " was refused (CUresult " + std::to_string(int(r)) + "; d = " +
-                      std::to_string(d) + ", strides " + std::to_string(t.row_stride) + "/" +
-                      std::to_string(t.head_stride) + "/" + std::to_string(t.batch_stride) +
+                      " was refused (CUresult " + std::to_string(int(r)) +
+                      "; d = " + std::to_string(d) + ", strides " + std::to_string(t.row_stride) +
+                      "/" + std::to_string(t.head_stride) + "/" + std::to_string(t.batch_stride) +
                       " elements)");
   return map;
 }
@@ -74,24 +75,25 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   constexpr int kD = T::kD;
   constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
-  const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
-  const CUtensorMap v = tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
+  const CUtensorMap k =
+      tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
+  const CUtensorMap v =
+      tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
   const unsigned tiles = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
   if (tiles == 0) return;
   // Persistent: one block per multiprocessor (the registers allow no second one).
-  const unsigned grid =
-      T::kPersistent ? std::min(tiles, static_cast<unsigned>(sm_count())) : tiles;
+  const unsigned grid = T::kPersistent ? std::min(tiles, static_cast<unsigned>(sm_count())) : tiles;
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
-  const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM,
-                                         T::kBlockN, T::kThreads, T::kSmemBytes);
+  const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
+                                         T::kThreads, T::kSmemBytes);
   const auto kernel = kernels::sm90::fwd_wgmma_kernel<T>;
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, args);
   check_cuda(cudaGetLastError(), label);
 }
 
-// O and L (Alg. 1): the configured forward, or the tuning variant asked for (fwd90=1..3 at
-// d = 64, 2 at d = 128; another value keeps the configuration of that head dim).
+// O and L (Alg. 1): the configured forward, or the tuning variant asked for (fwd90=1..4 at
+// d = 64, 2 and 4 at d = 128; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -100,6 +102,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     const int v = tune().fwd90;
     using Run10 = typename FwdVariant<Element, kD, 2>::Traits;
     if (v == 2) return launch_fwd<kDtype, Run10>(args, stream);
+    if (v == 4)
+      return launch_fwd<kDtype, typename FwdVariant<Element, kD, 4>::Traits>(args, stream);
     if constexpr (kD == 64) {
       using OneBlockPerTile = typename FwdVariant<Element, 64, 1>::Traits;
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
@@ -122,8 +126,10 @@ void launch_bwd(Kernel kernel, const kernels::AttnArgs& args, int tiles, int hea
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
   const CUtensorMap d_o =
       tensor_map(args.dO, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "dO");
-  const CUtensorMap k = tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
-  const CUtensorMap v = tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
+  const CUtensorMap k =
+      tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
+  const CUtensorMap v =
+      tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
   const unsigned grid = grid_size(tiles, heads, args.B);
   if (grid == 0) return;
   const std::string label = kernel_label(name, element_name<typename T::Element>(), T::kD,
@@ -141,9 +147,9 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   check_cuda(cudaMemsetAsync(args.dq_accum, 0, rows * T::kD * sizeof(float), stream),
              "zeroing the fused backward's dQ accumulator");
   if (args.dq_semaphore != nullptr)
-    check_cuda(cudaMemsetAsync(args.dq_semaphore, 0,
-                               rows / kernels::kDqTileRows * sizeof(int), stream),
-               "zeroing the fused backward's dQ counters");
+    check_cuda(
+        cudaMemsetAsync(args.dq_semaphore, 0, rows / kernels::kDqTileRows * sizeof(int), stream),
+        "zeroing the fused backward's dQ counters");
   launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
                         kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv,
                         T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
@@ -153,6 +159,16 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   if (tiles > 0)
     launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
                   128, 0, args, stream, "bwd_dq_postprocess");
+}
+
+// The two passes: dQ's on `stream`, dK/dV's on `side`.
+template <DType kDtype, typename Dq, typename Dkv>
+void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
+                         kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, "bwd_dq_wgmma", stream);
+  launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
+                          kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, "bwd_dkdv_wgmma",
+                          side);
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
@@ -167,13 +183,13 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
     return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
   }
-  using Dq = typename kernels::sm90::BwdConfig<Element, kD>::Dq;
-  using Dkv = typename kernels::sm90::BwdConfig<Element, kD>::Dkv;
-  launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
-                         kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, "bwd_dq_wgmma", stream);
-  launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
-                          kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, "bwd_dkdv_wgmma",
-                          side);
+  if constexpr (kTuningVariants) {
+    using Variant = kernels::sm90::BwdPUnderDpVariant<Element, kD>;
+    if (tune().bwd90 == 2)
+      return backward_two_passes<kDtype, typename Variant::Dq, typename Variant::Dkv>(args, stream,
+                                                                                      side);
+  }
+  backward_two_passes<kDtype, typename Config::Dq, typename Config::Dkv>(args, stream, side);
 }
 
 }  // namespace flashref::cuda::sm90
