@@ -165,19 +165,20 @@ __device__ __forceinline__ void p_transposed_from_scores(float (&acc_s)[kNT][4],
   }
 }
 
-// Alg. 2 line 15 in the dK/dV pass: dS^T = P^T * (dP^T - D) in place of P^T, D read from sD
-// (this step's rows); exactly 0 for a single-key query.
+// Alg. 2 line 15 in the dK/dV pass: dS^T = P^T * (dP^T - D) into ds (which may be P^T or dP^T
+// itself), D read from sD (this step's rows); exactly 0 for a single-key query.
 template <int kNT>
-__device__ __forceinline__ void ds_transposed(float (&acc_s)[kNT][4], const float (&acc_dp)[kNT][4],
-                                              const float* sD, const AttnArgs& args,
-                                              bool has_single, int m0, int t) {
+__device__ __forceinline__ void ds_transposed(float (&ds)[kNT][4], const float (&p)[kNT][4],
+                                              const float (&dp)[kNT][4], const float* sD,
+                                              const AttnArgs& args, bool has_single, int m0,
+                                              int t) {
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) {
     const float2 dv = *reinterpret_cast<const float2*>(sD + nt * 8 + 2 * t);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      acc_s[nt][hf * 2] *= acc_dp[nt][hf * 2] - dv.x;
-      acc_s[nt][hf * 2 + 1] *= acc_dp[nt][hf * 2 + 1] - dv.y;
+      ds[nt][hf * 2] = p[nt][hf * 2] * (dp[nt][hf * 2] - dv.x);
+      ds[nt][hf * 2 + 1] = p[nt][hf * 2 + 1] * (dp[nt][hf * 2 + 1] - dv.y);
     }
   }
   if (has_single) {
@@ -186,10 +187,17 @@ __device__ __forceinline__ void ds_transposed(float (&acc_s)[kNT][4], const floa
 #pragma unroll
       for (int c = 0; c < 2; ++c)
         if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
-          acc_s[nt][c] = 0.0f;
-          acc_s[nt][2 + c] = 0.0f;
+          ds[nt][c] = 0.0f;
+          ds[nt][2 + c] = 0.0f;
         }
   }
+}
+// ... in place of P^T.
+template <int kNT>
+__device__ __forceinline__ void ds_transposed(float (&acc_s)[kNT][4], const float (&acc_dp)[kNT][4],
+                                              const float* sD, const AttnArgs& args,
+                                              bool has_single, int m0, int t) {
+  ds_transposed(acc_s, acc_s, acc_dp, sD, args, has_single, m0, t);
 }
 
 }  // namespace flashref::cuda::kernels

@@ -107,7 +107,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // backward too; kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired
 // lanes, 1 plain) and the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is
 // not the default, dispatch.cu's dq_strategy; both are always compiled; 2 the two passes with
-// P under dP's product, kernels/sm90/configs.hpp). Read once; unknown keys and values fall
+// P under dP's product, kernels/sm90/configs.hpp) and the fused backward's tiles (fused90: 1
+// 128-query steps with dQ by rows, at d = 64; the fused kernels run with bwd90=1 or
+// --nondeterministic). Read once; unknown keys and values fall
 // back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
@@ -124,6 +126,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;  // the sm90 backward's deterministic dQ: 0 the default, 1 the other one,
                   // 2 the two passes with P under dP
+  int fused90 = 0;  // the sm90 fused backward: 1 with 128-query steps and dQ by rows (d = 64)
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -145,11 +148,12 @@ inline const Tune& tune() {
     read("f32", r.f32, 2);
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 2);
+    read("fused90", r.fused90, 1);
     return r;
   }();
   if constexpr (!kTuningVariants) {
     if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || t.fwd90 != 0 || t.f32 == 2 || t.f32bwd != 0 ||
-        t.bwd90 == 2) {
+        t.bwd90 == 2 || t.fused90 != 0) {
       throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
                         std::getenv("FLASHREF_CUDA_TUNE") +
                         "\" asks for a tuning variant, and this build has none compiled (they "

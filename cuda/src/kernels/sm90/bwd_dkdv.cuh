@@ -47,7 +47,7 @@ namespace flashref::cuda::kernels::sm90 {
 // ordered one is slower than the two passes but at d = 128: dispatch.cu, dq_strategy).
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
-template <typename Element_, int kD_, int kStages_, int kDqMode_>
+template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -56,7 +56,12 @@ struct BwdDkvTraitsOf {
   static constexpr bool kFused = kDqMode != kDqPass;
   static constexpr int kConsumers = 2;             // warpgroups of 64 keys
   static constexpr int kBlockN = 64 * kConsumers;  // B_k
-  static constexpr int kBlockM = 64;               // B_q: queries per step
+  static constexpr int kBlockM = kBlockM_;         // B_q: queries per step
+  // Fused with 128-query steps: each consumer makes dQ for its 64 query rows over the whole
+  // key tile, from both consumers' dS in shared memory, and hands it to the writer as it is
+  // (one reduction per consumer, no partials added). With 64-query steps each makes the
+  // partial over its own keys, and consumer 0 adds consumer 1's.
+  static constexpr bool kDqByRows = kFused && kBlockM == 128;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
@@ -68,7 +73,7 @@ struct BwdDkvTraitsOf {
   // partial (64 x kD float32, in the accumulator's register order), after the tiles and the
   // epilogue's staging, so the bulk reductions still reading them never meet the epilogue.
   static constexpr int kDsBytes = kBlockM * 64 * 2;
-  static constexpr int kDqBytes = kBlockM * kD * 4;
+  static constexpr int kDqBytes = kDqTileRows * kD * 4;
   static constexpr int kFusedOffset =
       ((kTileBytes > kOutBytes ? kTileBytes : kOutBytes) + kSwizzleAtom - 1) / kSwizzleAtom *
       kSwizzleAtom;
@@ -82,8 +87,8 @@ struct BwdDkvTraitsOf {
   static constexpr bool kPUnderDp = false;
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
-  static_assert(!kFused || kBlockM == kDqTileRows,
-                "the dQ accumulator's tiles are the steps' query tiles");
+  static_assert(kBlockM == 64 || (kDqByRows && kBlockM == 2 * kDqTileRows),
+                "the dQ accumulator's tiles are the consumers' query rows");
   static_assert(kQBytes % kSwizzleAtom == 0, "stage tiles must stay 1024-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
@@ -100,6 +105,12 @@ struct BwdDkvTraitsPUnderDp : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {
 template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
+};
+// Fused, 128-query steps, dQ by rows, P^T under dP^T (FlashAttention-3's d = 64 tiles).
+template <typename Element, int kD, int kStages, int kDqMode>
+struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
+  static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
+  static constexpr bool kPUnderDp = true;
 };
 
 template <typename T>
@@ -154,7 +165,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if constexpr (T::kFused) {
       for (int c = 0; c < T::kConsumers; ++c) mbar_init(bar_dq_full(c), 128);
       mbar_init(bar_dq_empty(0), 1);
-      mbar_init(bar_dq_empty(1), 128);
+      mbar_init(bar_dq_empty(1), T::kDqByRows ? 1 : 128);
     }
     mbar_init_fence();
   }
@@ -195,31 +206,37 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if constexpr (T::kFused) {
       if (tid == 32 && total > 0) {
         // The dQ writer (Alg. 2 line 16's sum over key tiles): for every step, the consumers'
-        // summed partial into the query tile's float32 accumulator. Ordered: key tile j adds to
+        // dQ tiles into the query tile's float32 accumulator. Ordered: key tile j adds to
         // query tile i after the j tiles before it (every key tile below j sees the queries
         // j sees, and launches earlier: the blocks it waits for are running or done).
-        const int m_tiles_pad = args.S_q_pad / kBlockM;
+        // With 128-query steps each consumer's 64 rows are a tile of the accumulator of their
+        // own, with their own counter; with 64-query steps the step's sum is one tile.
+        constexpr int kTilesPerStep = kBlockM / kDqTileRows;
+        const int m_tiles_pad = args.S_q_pad / kDqTileRows;
         const int j = n0 / kBlockN;
         for (int it = 0; it < total; ++it) {
           const int hq = h_kv * args.group + it / per_head;
-          const int64_t q_tile =
-              (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad + m_begin + it % per_head;
-          float* dst = args.dq_accum + q_tile * (kBlockM * kD);
-          if constexpr (T::kDqMode == kDqOrdered) {
-            semaphore_wait_equal(args.dq_semaphore + q_tile, j);
-            fence_proxy_async_global();
-          }
-          mbar_wait(bar_dq_full(0), it & 1);
-          bulk_reduce_add_f32(dst, sDQ(0), T::kDqBytes);
-          // Ordered: complete (written) before the next key tile may add.
-          if constexpr (T::kDqMode == kDqOrdered)
-            bulk_wait_complete();
-          else
-            bulk_wait_read();
-          mbar_arrive(bar_dq_empty(0));
-          if constexpr (T::kDqMode == kDqOrdered) {
-            fence_proxy_async_global();
-            semaphore_release_add(args.dq_semaphore + q_tile);
+#pragma unroll
+          for (int u = 0; u < kTilesPerStep; ++u) {
+            const int64_t q_tile = (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
+                                   kTilesPerStep * m_begin + kTilesPerStep * (it % per_head) + u;
+            float* dst = args.dq_accum + q_tile * (kDqTileRows * kD);
+            if constexpr (T::kDqMode == kDqOrdered) {
+              semaphore_wait_equal(args.dq_semaphore + q_tile, j);
+              fence_proxy_async_global();
+            }
+            mbar_wait(bar_dq_full(u), it & 1);
+            bulk_reduce_add_f32(dst, sDQ(u), T::kDqBytes);
+            // Ordered: complete (written) before the next key tile may add.
+            if constexpr (T::kDqMode == kDqOrdered)
+              bulk_wait_complete();
+            else
+              bulk_wait_read();
+            mbar_arrive(bar_dq_empty(u));
+            if constexpr (T::kDqMode == kDqOrdered) {
+              fence_proxy_async_global();
+              semaphore_release_add(args.dq_semaphore + q_tile);
+            }
           }
         }
         bulk_wait_complete();
@@ -287,15 +304,29 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // dQ_i's partial = dS (64 x 64 keys) K_j (this consumer's 64 keys x kD), 64 columns at a
   // time; stored into sDQ(c) in register order (float4 k of thread x at (k x 128 + x) x 16
   // bytes: a warp's stores are 512 contiguous bytes), and handed to the writer.
+  // By rows (128-query steps): dQ for this consumer's 64 query rows over the tile's 128 keys,
+  // its rows of both consumers' dS (keys 0-63 in sDS(0), 64-127 in sDS(1)) against all of K_j.
   auto issue_dq = [&](float(&acc)[32], int half) {
     wgmma_fence();
+    if constexpr (T::kDqByRows) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t a = make_smem_desc(sDS(c) + kk * 32, 16, kSwizzleAtom);
-      const uint64_t bk = make_smem_desc(sK + half * (kBlockN * kSwizzleBytes) +
-                                             c * (64 * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
-                                         kBlockN * kSwizzleBytes, kSwizzleAtom);
-      WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const uint64_t a =
+            make_smem_desc(sDS(kk / 4) + c * (64 * kSwizzleBytes) + (kk % 4) * 32, 16, kSwizzleAtom);
+        const uint64_t bk = make_smem_desc(
+            sK + half * (kBlockN * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
+            kBlockN * kSwizzleBytes, kSwizzleAtom);
+        WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint64_t a = make_smem_desc(sDS(c) + kk * 32, 16, kSwizzleAtom);
+        const uint64_t bk = make_smem_desc(sK + half * (kBlockN * kSwizzleBytes) +
+                                               c * (64 * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
+                                           kBlockN * kSwizzleBytes, kSwizzleAtom);
+        WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
+      }
     }
     wgmma_commit();
   };
@@ -367,23 +398,62 @@ __global__ void __launch_bounds__(T::kThreads, 1)
               for (int nt = 0; nt < kNT; ++nt) acc_s[nt][2 * hf] = acc_s[nt][2 * hf + 1] = 0.0f;
         }
       }
-      uint32_t p_frag[kBlockM / 16][4];
-      pack(p_frag, acc_s);
-      wgmma_fence();
-      issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
-      wgmma_commit();
-
-      if constexpr (T::kPUnderDp) {
-        wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+      uint32_t p_frag[kBlockM / 16][4], ds_frag[kBlockM / 16][4];
+      if constexpr (T::kDqByRows) {
+        // 128-query steps: dS^T goes into dP^T's registers before either product is issued,
+        // so that no fragment is live beside S^T, dP^T, dK and dV (64 + 64 + 32 + 32 floats).
+        wgmma_wait<0>();
         fence_registers(flat_dp);
+        ds_transposed(acc_dp, acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
+        pack(p_frag, acc_s);
+        pack(ds_frag, acc_dp);
+        wgmma_fence();
+        issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
+        issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
+        wgmma_commit();
+      } else {
+        pack(p_frag, acc_s);
+        wgmma_fence();
+        issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
+        wgmma_commit();
+
+        if constexpr (T::kPUnderDp) {
+          wgmma_wait<1>();  // dP^T has landed; dV's product may still run
+          fence_registers(flat_dp);
+        }
+        ds_transposed(acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
+        pack(ds_frag, acc_s);
+        wgmma_fence();
+        issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
+        wgmma_commit();
       }
-      ds_transposed(acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
-      uint32_t ds_frag[kBlockM / 16][4];
-      pack(ds_frag, acc_s);
-      wgmma_fence();
-      issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
-      wgmma_commit();
-      if constexpr (T::kFused) {
+      if constexpr (T::kDqByRows) {
+        // Line 16 by rows: both consumers' dS in shared memory (named barriers over the two),
+        // then this consumer's 64 rows of dQ_i, 64 columns at a time, to the writer.
+        named_bar_sync(5, 256);  // both are done reading the last step's dS
+        store_ds(ds_frag);
+        fence_proxy_async_shared();
+        named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
+        float acc_dq[32];
+        issue_dq(acc_dq, 0);
+        wgmma_wait<0>();
+        fence_registers(acc_dv);
+        fence_registers(acc_dk);
+        fence_registers(acc_dq);
+        mbar_arrive(bar_empty(st));
+        mbar_wait(bar_dq_empty(c), (it & 1) ^ 1);  // the writer has read this one's last tile
+#pragma unroll
+        for (int half = 0; half < kD / 64; ++half) {
+          if (half > 0) {
+            issue_dq(acc_dq, half);
+            wgmma_wait<0>();
+            fence_registers(acc_dq);
+          }
+          store_dq(dq_tile(c), acc_dq, half);
+        }
+        fence_proxy_async_shared();  // read by the TMA (the async proxy)
+        mbar_arrive(bar_dq_full(c));
+      } else if constexpr (T::kFused) {
         // Line 16: dS beside dK's product, then dQ's first 64 columns behind it.
         store_ds(ds_frag);
         fence_proxy_async_shared();

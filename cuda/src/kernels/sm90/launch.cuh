@@ -179,6 +179,14 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
+    if constexpr (kTuningVariants && kD == 64) {
+      using Rows = kernels::sm90::BwdFusedRowsVariant<Element>;
+      if (tune().fused90 == 1) {
+        if (args.dq_semaphore != nullptr)
+          return backward_fused<kDtype, typename Rows::Ordered>(args, stream);
+        return backward_fused<kDtype, typename Rows::Atomic>(args, stream);
+      }
+    }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
     return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
