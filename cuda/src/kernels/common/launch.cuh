@@ -108,8 +108,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // lanes, 1 plain) and the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is
 // not the default, dispatch.cu's dq_strategy; both are always compiled; 2 the two passes with
 // P under dP's product, kernels/sm90/configs.hpp) and the fused backward's tiles (fused90: 1
-// 128-query steps with dQ by rows, at d = 64; the fused kernels run with bwd90=1 or
-// --nondeterministic). Read once; unknown keys and values fall
+// and 2 128-query steps with dQ by rows, at d = 64, with and without P under dP; the fused
+// kernels run with bwd90=1 or --nondeterministic). Read once; unknown keys and values fall
 // back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
@@ -126,7 +126,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;  // the sm90 backward's deterministic dQ: 0 the default, 1 the other one,
                   // 2 the two passes with P under dP
-  int fused90 = 0;  // the sm90 fused backward: 1 with 128-query steps and dQ by rows (d = 64)
+  int fused90 = 0;  // the sm90 fused backward on 128-query steps, dQ by rows (d = 64): 1, 2
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -148,7 +148,7 @@ inline const Tune& tune() {
     read("f32", r.f32, 2);
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 2);
-    read("fused90", r.fused90, 1);
+    read("fused90", r.fused90, 2);
     return r;
   }();
   if constexpr (!kTuningVariants) {

@@ -106,11 +106,11 @@ template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
-// Fused, 128-query steps, dQ by rows, P^T under dP^T (FlashAttention-3's d = 64 tiles).
-template <typename Element, int kD, int kStages, int kDqMode>
+// Fused, 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles), P^T under dP^T or not.
+template <typename Element, int kD, int kStages, int kDqMode, bool kPUnderDp_>
 struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
-  static constexpr bool kPUnderDp = true;
+  static constexpr bool kPUnderDp = kPUnderDp_;
 };
 
 template <typename T>

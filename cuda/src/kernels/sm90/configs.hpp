@@ -88,13 +88,13 @@ struct BwdConfig {
   using FusedAtomic = BwdFusedTraits<Element, kD, kFusedStages, kDqAtomic>;
 };
 
-// FLASHREF_CUDA_TUNE fused90=1 (compiled with FLASHREF_CUDA_TUNING_VARIANTS; d = 64): the fused
-// kernels with 128-query steps, each consumer making dQ for its 64 query rows over the whole
-// key tile (BwdFusedRowsTraits), P^T under dP^T; three stages.
-template <typename Element>
+// FLASHREF_CUDA_TUNE fused90=1 or 2 (compiled with FLASHREF_CUDA_TUNING_VARIANTS; d = 64): the
+// fused kernels with 128-query steps, each consumer making dQ for its 64 query rows over the
+// whole key tile (BwdFusedRowsTraits); three stages; 1 with P^T under dP^T, 2 without.
+template <typename Element, bool kPUnderDp>
 struct BwdFusedRowsVariant {
-  using Ordered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
-  using Atomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+  using Ordered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, kPUnderDp>;
+  using Atomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, kPUnderDp>;
 };
 
 // FLASHREF_CUDA_TUNE bwd90=2 (compiled with FLASHREF_CUDA_TUNING_VARIANTS): the two passes

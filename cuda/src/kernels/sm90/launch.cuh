@@ -180,12 +180,15 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
     if constexpr (kTuningVariants && kD == 64) {
-      using Rows = kernels::sm90::BwdFusedRowsVariant<Element>;
-      if (tune().fused90 == 1) {
-        if (args.dq_semaphore != nullptr)
-          return backward_fused<kDtype, typename Rows::Ordered>(args, stream);
-        return backward_fused<kDtype, typename Rows::Atomic>(args, stream);
-      }
+      using Split = kernels::sm90::BwdFusedRowsVariant<Element, true>;
+      using Joined = kernels::sm90::BwdFusedRowsVariant<Element, false>;
+      const bool ordered = args.dq_semaphore != nullptr;
+      if (tune().fused90 == 1)
+        return ordered ? backward_fused<kDtype, typename Split::Ordered>(args, stream)
+                       : backward_fused<kDtype, typename Split::Atomic>(args, stream);
+      if (tune().fused90 == 2)
+        return ordered ? backward_fused<kDtype, typename Joined::Ordered>(args, stream)
+                       : backward_fused<kDtype, typename Joined::Atomic>(args, stream);
     }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
