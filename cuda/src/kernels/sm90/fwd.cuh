@@ -65,9 +65,11 @@ struct FwdTraits {
 };
 
 // The softmax takes the row max of the raw scores and folds the scale into the exponent's
-// argument (one FFMA, s scale log2(e) - m, instead of a multiply and a subtract per score), for
-// a positive scale (the max of scale x s is scale x the max of s; otherwise it scales first).
-// A name of its own keeps the unfolded kernels' symbols what scripts/sass-compare knows.
+// argument (one FFMA, s scale log2(e) - m, instead of a multiply and a subtract per score). For
+// a positive scale only (the max of scale x s is scale x the max of s): the launcher runs the
+// unfolded kernel otherwise. A name of its own keeps the unfolded kernels' symbols what
+// scripts/sass-compare knows. (Run 14a chose between the two per row at run time, which made
+// the forward 12-14% slower at d = 64: both paths and a select per score.)
 template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong, int kBlockN,
           bool kPersistent>
 struct FwdTraitsFoldScale
@@ -77,7 +79,7 @@ struct FwdTraitsFoldScale
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
 // domain, -inf past S_k and above the diagonal, the running max m, P~ = 2^(s - m), the running
-// sum l; alpha = 2^(m_old - m) per row for the rescale of O. With kFold and a positive scale
+// sum l; alpha = 2^(m_old - m) per row for the rescale of O. With kFold (a positive scale)
 // the max is taken over the raw scores and scaled once per row, and each score enters the
 // exponent through one FFMA: fl(c x max s) = max fl(c x s) for c > 0, so m is the
 // same number; P~ differs from the unfolded one by the FFMA's single rounding.
@@ -86,7 +88,7 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
                                                float (&row_l)[2], float (&alpha)[2],
                                                bool needs_mask, const int (&limit)[2], int n0,
                                                int t, float scale_log2) {
-  const bool fold = kFold && scale_log2 > 0.0f;
+  constexpr bool fold = kFold;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float m = fold ? -INFINITY : row_m[hf];

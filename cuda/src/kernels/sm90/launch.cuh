@@ -102,7 +102,7 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     const int v = tune().fwd90;
     using Run10 = typename FwdVariant<Element, kD, 2>::Traits;
     if (v == 2) return launch_fwd<kDtype, Run10>(args, stream);
-    if (v == 4)
+    if (v == 4 && args.scale_log2 > 0.0f)  // folded: a positive scale only
       return launch_fwd<kDtype, typename FwdVariant<Element, kD, 4>::Traits>(args, stream);
     if constexpr (kD == 64) {
       using OneBlockPerTile = typename FwdVariant<Element, 64, 1>::Traits;
