@@ -101,15 +101,31 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
 }
 
 // How the backward makes dQ (dispatch.cu): the fused strategies exist on sm90 alone; the
-// atomic one only when asked for; their workspace is dQ's float32 accumulator at the compiled
-// head dim, and one counter per 64-query tile when the adds are ordered.
+// atomic one only when asked for; the deterministic default is the ordered fused kernel at
+// d = 64 from S_k = 8192 on (run 14b) and the two passes elsewhere; their workspace is dQ's
+// float32 accumulator at the compiled head dim, and one counter per 64-query tile when the
+// adds are ordered.
 TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
   for (Family f : {Family::sm80, Family::sm80_tf32, Family::ffma}) {
-    EXPECT_EQ(dq_strategy(f, true), DqStrategy::separate_pass) << family_name(f);
-    EXPECT_EQ(dq_strategy(f, false), DqStrategy::separate_pass) << family_name(f);
+    EXPECT_EQ(dq_strategy(f, true, 64, 16384), DqStrategy::separate_pass) << family_name(f);
+    EXPECT_EQ(dq_strategy(f, false, 64, 16384), DqStrategy::separate_pass) << family_name(f);
   }
-  EXPECT_EQ(dq_strategy(Family::sm90, false), DqStrategy::fused_atomic);
-  EXPECT_NE(dq_strategy(Family::sm90, true), DqStrategy::fused_atomic);
+  for (long long d : {40, 64, 128})
+    for (long long S_k : {1, 1024, 8192, 16384}) {
+      EXPECT_EQ(dq_strategy(Family::sm90, false, d, S_k), DqStrategy::fused_atomic);
+      EXPECT_NE(dq_strategy(Family::sm90, true, d, S_k), DqStrategy::fused_atomic);
+    }
+}
+
+TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedAtD64OnLongSequencesOnly) {
+  if (std::getenv("FLASHREF_CUDA_TUNE") != nullptr) GTEST_SKIP() << "FLASHREF_CUDA_TUNE is set";
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 16384), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 8192), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 40, 8192), DqStrategy::fused_ordered);  // runs at 64
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 8191), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 1024), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 16384), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 72, 16384), DqStrategy::separate_pass);  // at 128
 }
 
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {

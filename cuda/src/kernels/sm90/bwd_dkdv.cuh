@@ -17,9 +17,13 @@
 //   dV_j += P^T dO_i                          line 13; P^T from registers, dO MN-major
 //   dS^T = P^T * (dP^T - D_i)                 line 15
 //   dK_j += dS^T Q_i                          line 17; dK *= scale once at the end
-// Fused (DqMode below), also, with a writer thread in the producer warpgroup:
-//   dS to shared memory (stmatrix.trans), dQ_i's partial = dS K_j (wgmma, K_j MN-major)
-//   consumer 0 adds consumer 1's partial; the writer adds the sum to dQ's accumulator (line 16)
+// Fused (DqMode below), also, with a writer thread in the producer warpgroup, line 16:
+//   dS to shared memory (stmatrix.trans); then with 64-query steps (B_q = 64) dQ_i's partial
+//   over the consumer's keys = dS K_j (wgmma, K_j MN-major), consumer 0 adding consumer 1's;
+//   with 128-query steps (B_q = 128, d = 64), after a barrier over both consumers, each one's
+//   64 query rows of dQ_i over all 128 keys (no partials to add; P^T is computed under the dP^T
+//   product, and dS^T made into dP^T's registers before the dV and dK products). The writer
+//   adds the tiles to dQ's accumulator.
 #pragma once
 
 #include <cuda.h>
@@ -38,13 +42,12 @@ namespace flashref::cuda::kernels::sm90 {
 
 // How dQ is made. kDqPass: by the separate dQ pass (bwd_dq.cuh), this kernel writes dK and dV
 // only. Fused (kDqOrdered, kDqAtomic): this kernel also takes Alg. 2 line 16, dQ_i += dS_ij K_j,
-// and adds the step's 64 x d partial (both consumers' keys) into a float32 accumulator in
-// global memory (args.dq_accum, zeroed before, scaled and converted by
-// bwd_dq_postprocess_kernel after) with the TMA's bulk reduction. kDqOrdered adds them in ascending
-// key tile order, the blocks ordered by a semaphore per query tile (args.dq_semaphore): the same
-// bits on every run. kDqAtomic adds them in whatever order the blocks reach them: not reproducible,
-// and on the H200 6% faster than the two passes at d = 128 on long sequences, level elsewhere (the
-// ordered one is slower than the two passes but at d = 128: dispatch.cu, dq_strategy).
+// and adds each step's dQ tiles (64 query rows x d each) into a float32 accumulator in global
+// memory (args.dq_accum, zeroed before, scaled and converted by bwd_dq_postprocess_kernel after)
+// with the TMA's bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks
+// ordered by a semaphore per 64-row tile (args.dq_semaphore): the same bits on every run.
+// kDqAtomic adds them in whatever order the blocks reach them: not reproducible, and faster.
+// Which one runs where: dispatch.cu, dq_strategy.
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64>
@@ -82,9 +85,6 @@ struct BwdDkvTraitsOf {
   static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kConsumers : 0);
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  // P^T is computed as soon as S^T lands, under the dP^T product (BwdDkvTraitsPUnderDp), or
-  // after both land.
-  static constexpr bool kPUnderDp = false;
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
   static_assert(kBlockM == 64 || (kDqByRows && kBlockM == 2 * kDqTileRows),
@@ -98,19 +98,14 @@ struct BwdDkvTraitsOf {
 // scripts/sass-compare maps it to its earlier builds.
 template <typename Element, int kD, int kStages>
 struct BwdDkvTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {};
-template <typename Element, int kD, int kStages>
-struct BwdDkvTraitsPUnderDp : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {
-  static constexpr bool kPUnderDp = true;
-};
 template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
-// Fused, 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles), P^T under dP^T or not.
-template <typename Element, int kD, int kStages, int kDqMode, bool kPUnderDp_>
+// Fused, 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles).
+template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
-  static constexpr bool kPUnderDp = kPUnderDp_;
 };
 
 template <typename T>
@@ -367,7 +362,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float(&flat_dp)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_dp);
       wgmma_fence();
       issue_transposed_scores(flat_s, sK, sQ(st));
-      if constexpr (T::kPUnderDp) {
+      if constexpr (T::kDqByRows) {  // P^T under dP^T's product (run 14b: 1-3% faster)
         wgmma_commit();
         issue_transposed_scores(flat_dp, sV, sdO(st));
         wgmma_commit();
@@ -417,10 +412,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
         wgmma_commit();
 
-        if constexpr (T::kPUnderDp) {
-          wgmma_wait<1>();  // dP^T has landed; dV's product may still run
-          fence_registers(flat_dp);
-        }
         ds_transposed(acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
         pack(ds_frag, acc_s);
         wgmma_fence();

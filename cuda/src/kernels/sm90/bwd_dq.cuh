@@ -9,8 +9,7 @@
 //   S = Q_i K_j^T, dP = dO_i V_j^T     wgmma m64n{B_k}k16, both from shared memory (lines 11, 14)
 //   P = 2^(s' - L'_i)                  line 12; 0 above the causal diagonal and past S_k
 //   dS = P * (dP - D_i)                line 15
-//   dQ_i += dS K_j                     line 16; dS from registers, K MN-major; dQ *= scale at the
-//   end
+//   dQ_i += dS K_j                     line 16; dS from registers, K MN-major; dQ *= scale at the end
 #pragma once
 
 #include <cuda.h>
@@ -30,8 +29,8 @@ template <typename Element_, int kD_, int kStages_, int kBlockN_>
 struct BwdDqTraits {
   using Element = Element_;
   static constexpr int kD = kD_;
-  static constexpr int kStages = kStages_;         // (K_j, V_j) stages
-  static constexpr int kConsumers = 2;             // warpgroups of 64 query rows
+  static constexpr int kStages = kStages_;  // (K_j, V_j) stages
+  static constexpr int kConsumers = 2;      // warpgroups of 64 query rows
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
   static constexpr int kBlockN = kBlockN_;         // B_k
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -42,16 +41,8 @@ struct BwdDqTraits {
   static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * (1 + 3 * kStages);
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  // P is computed as soon as S lands, under the dP product (BwdDqTraitsPUnderDp), or after
-  // both land.
-  static constexpr bool kPUnderDp = false;
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
-};
-// A name of its own, so that the kept kernel's symbol stays what scripts/sass-compare knows.
-template <typename Element, int kD, int kStages, int kBlockN>
-struct BwdDqTraitsPUnderDp : BwdDqTraits<Element, kD, kStages, kBlockN> {
-  static constexpr bool kPUnderDp = true;
 };
 
 template <typename T>
@@ -98,8 +89,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int cb = 0; cb < T::kColBlocks; ++cb) {
         tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kBlockCols, row0, h,
                     b);
-        tma_load_4d(sdO + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_q, cb * kBlockCols, row0, h,
-                    b);
+        tma_load_4d(sdO + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_q, cb * kBlockCols, row0,
+                    h, b);
       }
       for (int n = 0; n < n_end; ++n) {  // line 7, for every key tile, into the next free stage
         const int st = n % kStages;
@@ -107,13 +98,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_expect_tx(bar_k(st), T::kKVBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k(st), cb * kBlockCols,
-                      n * kBlockN, tile.h_kv, b);
+          tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k(st),
+                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
         mbar_expect_tx(bar_v(st), T::kKVBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v(st), cb * kBlockCols,
-                      n * kBlockN, tile.h_kv, b);
+          tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v(st),
+                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
       }
     }
     return;
@@ -145,7 +136,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) acc_dq[i] = 0.0f;
 
-  auto issue_scores = [&](float(&acc)[kBlockN / 2], uint32_t rows, uint32_t cols) {
+  auto issue_scores = [&](float (&acc)[kBlockN / 2], uint32_t rows, uint32_t cols) {
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
@@ -167,61 +158,28 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_wait(bar_v(st), (n / kStages) & 1);
       wgmma_fence();
       issue_scores(acc_s, sQ, sK(st));
-      if constexpr (T::kPUnderDp) {
-        wgmma_commit();
-        issue_scores(acc_dp, sdO, sV(st));
-        wgmma_commit();
-        wgmma_wait<1>();
-        fence_registers(acc_s);
-      } else {
-        issue_scores(acc_dp, sdO, sV(st));
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_registers(acc_s);
-        fence_registers(acc_dp);
-      }
+      issue_scores(acc_dp, sdO, sV(st));
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(acc_s);
+      fence_registers(acc_dp);
 
       // Lines 12 and 15: P = 2^(s' - L'), dS = P * (dP - D), with keys past S_k and above the
       // diagonal at P = 0. Only tiles that cross either compare indices.
       const bool needs_mask =
           n0 + kBlockN > args.S_k ||
           (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
-      if constexpr (T::kPUnderDp) {
 #pragma unroll
-        for (int i = 0; i < kNT; ++i)
+      for (int i = 0; i < kNT; ++i)
 #pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
+        for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int idx = 4 * i + 2 * hf + e;
-              float p = fast_exp2(acc_s[idx] * args.scale_log2 - row_l2[hf]);
-              if (needs_mask && n0 + 8 * i + 2 * t + e >= limit[hf]) p = 0.0f;
-              acc_s[idx] = p;
-            }
-        wgmma_wait<0>();
-        fence_registers(acc_dp);
-#pragma unroll
-        for (int i = 0; i < kNT; ++i)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int idx = 4 * i + 2 * hf + e;
-              acc_s[idx] = single[hf] ? 0.0f : acc_s[idx] * (acc_dp[idx] - row_d[hf]);
-            }
-      } else {
-#pragma unroll
-        for (int i = 0; i < kNT; ++i)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int idx = 4 * i + 2 * hf + e;
-              float p = fast_exp2(acc_s[idx] * args.scale_log2 - row_l2[hf]);
-              if (needs_mask && n0 + 8 * i + 2 * t + e >= limit[hf]) p = 0.0f;
-              acc_s[idx] = single[hf] ? 0.0f : p * (acc_dp[idx] - row_d[hf]);
-            }
-      }
+          for (int e = 0; e < 2; ++e) {
+            const int idx = 4 * i + 2 * hf + e;
+            float p = fast_exp2(acc_s[idx] * args.scale_log2 - row_l2[hf]);
+            if (needs_mask && n0 + 8 * i + 2 * t + e >= limit[hf]) p = 0.0f;
+            acc_s[idx] = single[hf] ? 0.0f : p * (acc_dp[idx] - row_d[hf]);
+          }
       uint32_t ds_frag[kBlockN / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk)

@@ -3,6 +3,8 @@
 // bench/results/2026-12-01-h200-sm90-exp{1,2,3}).
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/sm90/bwd_dkdv.cuh"
 #include "kernels/sm90/bwd_dq.cuh"
 #include "kernels/sm90/fwd.cuh"
@@ -23,9 +25,16 @@ struct FwdConfig;
 // Run 11b, this combination against its parts: 1.296-1.298 ms on the leaderboard, 0.746-0.751
 // at S = 4k (B 8), 0.300-0.301 at S = 1k (B 32); one block per tile (fwd90=1) 1.309-1.311,
 // 0.786-0.787, 0.335-0.336; four stages (fwd90=3) within 0.5% of three.
+//
+// Both head dims: the scale folded into the exponent (FwdTraitsFoldScale), for a positive scale
+// (otherwise the same tiles unfolded, `Unfolded`). Run 14b (bench/results/2026-12-02-h200-
+// run14b, medians of 20, two rounds, same call), unfolded -> folded, ms: leaderboard d = 64
+// 1.284-1.297 -> 1.247-1.255, no mask 2.620-2.636 -> 2.528-2.563, S = 4k 0.751 -> 0.730-0.731,
+// S = 1k 0.299-0.301 -> 0.290; d = 128 leaderboard 1.975 -> 1.959-1.963, S = 1k 0.431 -> 0.427.
 template <typename Element>
 struct FwdConfig<Element, 64> {
-  using Traits = FwdTraits<Element, 64, 3, 3, true, 112, true>;
+  using Traits = FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>;
+  using Unfolded = FwdTraits<Element, 64, 3, 3, true, 112, true>;
 };
 
 // The alternatives FLASHREF_CUDA_TUNE fwd90=N picks (compiled with
@@ -33,9 +42,9 @@ struct FwdConfig<Element, 64> {
 //   1: the kept d = 64 tiles on a grid of one block per tile;
 //   2: run 10's choice (two consumers, two stages, B_k = 128, a block per tile), at d = 64 and
 //      128;
-//   3: the kept d = 64 configuration with four stages;
-//   4: the kept configuration of either head dim with the scale folded into the exponent
-//      (FwdTraitsFoldScale).
+//   3: the kept d = 64 configuration with four stages (unfolded);
+//   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
+//      <= 0 always runs).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -50,15 +59,6 @@ template <typename Element>
 struct FwdVariant<Element, 64, 3> {
   using Traits = FwdTraits<Element, 64, 3, 4, true, 112, true>;
 };
-template <typename Element>
-struct FwdVariant<Element, 64, 4> {
-  using Traits = FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>;
-};
-template <typename Element>
-struct FwdVariant<Element, 128, 4> {
-  using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
-};
-
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two
 // stages (a third does not fit beside Q in 227 KB), ping-pong, pipelined, on a persistent grid.
 // Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the
@@ -66,7 +66,8 @@ struct FwdVariant<Element, 128, 4> {
 // against 0.468 at S = 1k (FlashAttention-3's grid).
 template <typename Element>
 struct FwdConfig<Element, 128> {
-  using Traits = FwdTraits<Element, 128, 2, 2, true, 128, true>;
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
+  using Unfolded = FwdTraits<Element, 128, 2, 2, true, 128, true>;
 };
 
 // The backward's two passes (dQ; dK and dV): three stages in both, and at d = 64 the dQ pass
@@ -76,33 +77,32 @@ struct FwdConfig<Element, 128> {
 // stages, 3.98-4.02; both (kept), 3.83-4.05. At d = 128 every choice is within the spread
 // (7.02-7.22). FlashAttention-3's grid at S = 1k (d = 64): 0.955 ms, 0.900, 0.920, 0.905.
 //
-// The fused backward (dQ added from the dK/dV pass, kernels/sm90/bwd_dkdv.cuh): three stages at
-// d = 64; at d = 128 two, as the consumers' dS and dQ tiles (16 + 64 KB) leave no room for a
-// third. Which strategy runs is dispatch.cu's dq_strategy, with its measured reasons.
+// The fused backward (dQ added from the dK/dV pass, kernels/sm90/bwd_dkdv.cuh). At d = 64, 128
+// queries per step with dQ made by rows (BwdFusedRowsTraits), three stages. Run 14b, leaderboard
+// backward, medians of 20, two rounds, same call: ordered 3.399-3.409 ms and atomic 3.118-3.166
+// against 4.257-4.287 and 4.067-4.087 for run 13's 64-query kernels (fused90=1), and 3.910-3.933
+// for the two passes; with P^T computed after dP^T lands rather than under it (deleted), atomic
+// 3.140-3.260. At d = 128, 64-query steps, two stages: the consumers' dS and dQ tiles (16 + 64
+// KB) leave no room for a third, and 128-query steps no room for the stages. Which strategy runs
+// is dispatch.cu's dq_strategy, with its measured reasons.
 template <typename Element, int kD>
 struct BwdConfig {
   using Dq = BwdDqTraits<Element, kD, 3, kD == 64 ? 128 : 64>;
   using Dkv = BwdDkvTraits<Element, kD, 3>;
   static constexpr int kFusedStages = kD == 64 ? 3 : 2;
-  using FusedOrdered = BwdFusedTraits<Element, kD, kFusedStages, kDqOrdered>;
-  using FusedAtomic = BwdFusedTraits<Element, kD, kFusedStages, kDqAtomic>;
+  using FusedOrdered =
+      std::conditional_t<kD == 64, BwdFusedRowsTraits<Element, kD, 3, kDqOrdered>,
+                         BwdFusedTraits<Element, kD, kFusedStages, kDqOrdered>>;
+  using FusedAtomic = std::conditional_t<kD == 64, BwdFusedRowsTraits<Element, kD, 3, kDqAtomic>,
+                                         BwdFusedTraits<Element, kD, kFusedStages, kDqAtomic>>;
 };
 
-// FLASHREF_CUDA_TUNE fused90=1 or 2 (compiled with FLASHREF_CUDA_TUNING_VARIANTS; d = 64): the
-// fused kernels with 128-query steps, each consumer making dQ for its 64 query rows over the
-// whole key tile (BwdFusedRowsTraits); three stages; 1 with P^T under dP^T, 2 without.
-template <typename Element, bool kPUnderDp>
-struct BwdFusedRowsVariant {
-  using Ordered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, kPUnderDp>;
-  using Atomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, kPUnderDp>;
-};
-
-// FLASHREF_CUDA_TUNE bwd90=2 (compiled with FLASHREF_CUDA_TUNING_VARIANTS): the two passes
-// with P (P^T) computed as soon as S (S^T) lands, under the dP (dP^T) product.
-template <typename Element, int kD>
-struct BwdPUnderDpVariant {
-  using Dq = BwdDqTraitsPUnderDp<Element, kD, 3, kD == 64 ? 128 : 64>;
-  using Dkv = BwdDkvTraitsPUnderDp<Element, kD, 3>;
+// FLASHREF_CUDA_TUNE fused90=1 (compiled with FLASHREF_CUDA_TUNING_VARIANTS; d = 64): run 13's
+// fused kernels, 64 queries per step, each consumer's partial over its own keys.
+template <typename Element>
+struct BwdFused64QueryVariant {
+  using Ordered = BwdFusedTraits<Element, 64, 3, kDqOrdered>;
+  using Atomic = BwdFusedTraits<Element, 64, 3, kDqAtomic>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -92,18 +92,20 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   check_cuda(cudaGetLastError(), label);
 }
 
-// O and L (Alg. 1): the configured forward, or the tuning variant asked for (fwd90=1..4 at
-// d = 64, 2 and 4 at d = 128; another value keeps the configuration of that head dim).
+// O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
+// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..4 at d = 64, 2 and 4
+// at d = 128; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using kernels::sm90::FwdVariant;
+  using Config = kernels::sm90::FwdConfig<Element, kD>;
+  const bool unfolded = !(args.scale_log2 > 0.0f);
   if constexpr (kTuningVariants) {
     const int v = tune().fwd90;
     using Run10 = typename FwdVariant<Element, kD, 2>::Traits;
     if (v == 2) return launch_fwd<kDtype, Run10>(args, stream);
-    if (v == 4 && args.scale_log2 > 0.0f)  // folded: a positive scale only
-      return launch_fwd<kDtype, typename FwdVariant<Element, kD, 4>::Traits>(args, stream);
+    if (v == 4) return launch_fwd<kDtype, typename Config::Unfolded>(args, stream);
     if constexpr (kD == 64) {
       using OneBlockPerTile = typename FwdVariant<Element, 64, 1>::Traits;
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
@@ -113,7 +115,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
   }
-  launch_fwd<kDtype, typename kernels::sm90::FwdConfig<Element, kD>::Traits>(args, stream);
+  if (unfolded) return launch_fwd<kDtype, typename Config::Unfolded>(args, stream);
+  launch_fwd<kDtype, typename Config::Traits>(args, stream);
 }
 
 // One backward kernel with Q and dO in boxes of T::kBlockM rows and K and V in boxes of
@@ -180,25 +183,15 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
     if constexpr (kTuningVariants && kD == 64) {
-      using Split = kernels::sm90::BwdFusedRowsVariant<Element, true>;
-      using Joined = kernels::sm90::BwdFusedRowsVariant<Element, false>;
-      const bool ordered = args.dq_semaphore != nullptr;
+      using Run13 = kernels::sm90::BwdFused64QueryVariant<Element>;
       if (tune().fused90 == 1)
-        return ordered ? backward_fused<kDtype, typename Split::Ordered>(args, stream)
-                       : backward_fused<kDtype, typename Split::Atomic>(args, stream);
-      if (tune().fused90 == 2)
-        return ordered ? backward_fused<kDtype, typename Joined::Ordered>(args, stream)
-                       : backward_fused<kDtype, typename Joined::Atomic>(args, stream);
+        return args.dq_semaphore != nullptr
+                   ? backward_fused<kDtype, typename Run13::Ordered>(args, stream)
+                   : backward_fused<kDtype, typename Run13::Atomic>(args, stream);
     }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
     return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
-  }
-  if constexpr (kTuningVariants) {
-    using Variant = kernels::sm90::BwdPUnderDpVariant<Element, kD>;
-    if (tune().bwd90 == 2)
-      return backward_two_passes<kDtype, typename Variant::Dq, typename Variant::Dkv>(args, stream,
-                                                                                      side);
   }
   backward_two_passes<kDtype, typename Config::Dq, typename Config::Dkv>(args, stream, side);
 }
