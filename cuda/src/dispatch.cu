@@ -24,6 +24,8 @@ int workspace_rows(int S_q) {
 // 3.910-3.933, without the mask 6.611-6.645 against 8.110-8.176, but S = 4k (B 8) 2.638-2.656
 // against 2.344-2.394 and S = 1k (B 32) 0.961-0.962 against 0.892-0.893: the counters' order
 // makes each key tile wait for the one before it, which a short sequence does not amortize.
+// Run 14c, on both sides of the threshold: S = 8k (B 4) 3.973 against 4.494, S = 4k 2.634
+// against 2.310.
 // At d = 128 the two passes (run 13b: the 64-query ordered kernel 7.03-7.09 against
 // 7.13-7.21 on the leaderboard, slower at S = 4k and 1k). FLASHREF_CUDA_TUNE bwd90=1 picks
 // the other, to compare them. Non-deterministic: the atomic fused kernel, the fastest on every
