@@ -418,13 +418,18 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
         wgmma_commit();
       }
-      if constexpr (T::kDqByRows) {
-        // Line 16 by rows: both consumers' dS in shared memory (named barriers over the two),
-        // then this consumer's 64 rows of dQ_i, 64 columns at a time, to the writer.
-        named_bar_sync(5, 256);  // both are done reading the last step's dS
+      if constexpr (T::kFused) {
+        // Line 16: dS beside dK's product, then dQ 64 columns at a time, to the writer. By rows
+        // (128-query steps): after both consumers' dS is in shared memory (named barriers over
+        // the two), this consumer's 64 rows of dQ_i; otherwise its partial over its own keys,
+        // consumer 0 adding consumer 1's.
+        if constexpr (T::kDqByRows) named_bar_sync(5, 256);  // both are done with the last dS
         store_ds(ds_frag);
         fence_proxy_async_shared();
-        named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
+        if constexpr (T::kDqByRows)
+          named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
+        else
+          named_bar_sync(2 + c, 128);  // the warpgroup's dS is whole before dQ reads it
         float acc_dq[32];
         issue_dq(acc_dq, 0);
         wgmma_wait<0>();
@@ -432,31 +437,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         fence_registers(acc_dk);
         fence_registers(acc_dq);
         mbar_arrive(bar_empty(st));
-        mbar_wait(bar_dq_empty(c), (it & 1) ^ 1);  // the writer has read this one's last tile
-#pragma unroll
-        for (int half = 0; half < kD / 64; ++half) {
-          if (half > 0) {
-            issue_dq(acc_dq, half);
-            wgmma_wait<0>();
-            fence_registers(acc_dq);
-          }
-          store_dq(dq_tile(c), acc_dq, half);
-        }
-        fence_proxy_async_shared();  // read by the TMA (the async proxy)
-        mbar_arrive(bar_dq_full(c));
-      } else if constexpr (T::kFused) {
-        // Line 16: dS beside dK's product, then dQ's first 64 columns behind it.
-        store_ds(ds_frag);
-        fence_proxy_async_shared();
-        named_bar_sync(2 + c, 128);  // the warpgroup's dS is whole before dQ reads it
-        float acc_dq[32];
-        issue_dq(acc_dq, 0);
-        wgmma_wait<0>();
-        fence_registers(acc_dv);
-        fence_registers(acc_dk);
-        fence_registers(acc_dq);
-        mbar_arrive(bar_empty(st));
-        if (c == 1) {
+        if constexpr (T::kDqByRows) {
+          mbar_wait(bar_dq_empty(c), (it & 1) ^ 1);  // the writer has read this one's last tile
+        } else if (c == 1) {
           mbar_wait(bar_dq_empty(1), (it & 1) ^ 1);  // consumer 0 has added the last one
         } else {
           mbar_wait(bar_dq_full(1), it & 1);         // consumer 1's partial of this step
@@ -469,10 +452,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             wgmma_wait<0>();
             fence_registers(acc_dq);
           }
-          if (c == 0) add_partial(acc_dq, half);
+          if constexpr (!T::kDqByRows) {
+            if (c == 0) add_partial(acc_dq, half);
+          }
           store_dq(dq_tile(c), acc_dq, half);
         }
-        if (c == 1) {
+        if constexpr (T::kDqByRows) {
+          fence_proxy_async_shared();  // read by the TMA (the async proxy)
+          mbar_arrive(bar_dq_full(c));
+        } else if (c == 1) {
           mbar_arrive(bar_dq_full(1));
         } else {
           mbar_arrive(bar_dq_empty(1));

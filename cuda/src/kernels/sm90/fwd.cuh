@@ -88,26 +88,25 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
                                                float (&row_l)[2], float (&alpha)[2],
                                                bool needs_mask, const int (&limit)[2], int n0,
                                                int t, float scale_log2) {
-  constexpr bool fold = kFold;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    float m = fold ? -INFINITY : row_m[hf];
+    float m = kFold ? -INFINITY : row_m[hf];
 #pragma unroll
     for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& s = acc_s[4 * i + 2 * hf + e];
-        if (!fold) s *= scale_log2;
+        if constexpr (!kFold) s *= scale_log2;
         if (needs_mask && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
         m = fmaxf(m, s);
       }
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-    if (fold) m = fmaxf(row_m[hf], m * scale_log2);
+    if constexpr (kFold) m = fmaxf(row_m[hf], m * scale_log2);
     // A row that has seen no visible key yet keeps m = -inf; its P~ and alpha are 0, not NaN.
     // Folded, a max past float32 (scores above 2.36e38, docs/verification.md) would zero every
     // P~ through fma(s, c, -inf) and pass for a row that sees no key: NaN instead, as unfolded.
-    const float m_base = m == -INFINITY ? 0.0f : (fold && m == INFINITY ? NAN : m);
+    const float m_base = m == -INFINITY ? 0.0f : (kFold && m == INFINITY ? NAN : m);
     alpha[hf] = fast_exp2(row_m[hf] - m_base);
     row_m[hf] = m;
     float sum = 0.0f;
@@ -116,7 +115,7 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& s = acc_s[4 * i + 2 * hf + e];
-        s = fast_exp2(fold ? fmaf(s, scale_log2, -m_base) : s - m_base);
+        s = fast_exp2(kFold ? fmaf(s, scale_log2, -m_base) : s - m_base);
         sum += s;
       }
     row_l[hf] = alpha[hf] * row_l[hf] + sum;
