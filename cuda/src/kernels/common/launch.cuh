@@ -107,7 +107,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1
 // the one that is not the default, dispatch.cu's dq_strategy; both are always compiled) and
-// the sm90 fused backward's tiles at d = 64 (fused90: 1 run 13's, 64 queries per step; the
+// the sm90 fused backward's alternatives (fused90 1-4, kernels/sm90/configs.hpp, bf16; the
 // fused kernels run with bwd90=1 where the two passes are the default, or --nondeterministic).
 // Read once; unknown keys and values fall back to 0.
 //
@@ -124,7 +124,7 @@ inline constexpr bool kTuningVariants = FLASHREF_CUDA_TUNING_VARIANTS != 0;
 struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
-  int fused90 = 0;  // the sm90 fused backward at d = 64: 1 run 13's 64-query kernels
+  int fused90 = 0;  // the sm90 fused backward's alternatives (BwdFusedVariant)
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -146,7 +146,7 @@ inline const Tune& tune() {
     read("f32", r.f32, 2);
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
-    read("fused90", r.fused90, 1);
+    read("fused90", r.fused90, 4);
     return r;
   }();
   if constexpr (!kTuningVariants) {

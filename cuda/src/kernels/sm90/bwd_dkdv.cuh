@@ -50,7 +50,8 @@ namespace flashref::cuda::kernels::sm90 {
 // Which one runs where: dispatch.cu, dq_strategy.
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
-template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64>
+template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
+          bool kDqByCols_ = false, bool kWalkDown_ = false>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -65,6 +66,17 @@ struct BwdDkvTraitsOf {
   // (one reduction per consumer, no partials added). With 64-query steps each makes the
   // partial over its own keys, and consumer 0 adds consumer 1's.
   static constexpr bool kDqByRows = kFused && kBlockM == 128;
+  // Fused with 64-query steps, dQ by columns: after the same barrier, each consumer makes dQ_i's
+  // 64 columns 64 c .. 64 c + 63 over the whole key tile (FlashAttention-3's d = 128 split), and
+  // the writer adds the step's one tile once both halves are in it.
+  static constexpr bool kDqByCols = kFused && kDqByCols_;
+  // dQ over the whole key tile (rows or columns): both consumers' dS is read by both.
+  static constexpr bool kDqWhole = kDqByRows || kDqByCols;
+  // The query tiles of a head visited from the last to the first: with a causal mask every key
+  // tile then meets query tile i at the same step of its walk, so in kDqOrdered a key tile waits
+  // for the one before it by the latency of one addition, not by a step per key tile (walked
+  // up from the diagonal, key tile j reaches query tile i one step before key tile j - 1 does).
+  static constexpr bool kWalkDown = kWalkDown_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
@@ -77,10 +89,11 @@ struct BwdDkvTraitsOf {
   // epilogue's staging, so the bulk reductions still reading them never meet the epilogue.
   static constexpr int kDsBytes = kBlockM * 64 * 2;
   static constexpr int kDqBytes = kDqTileRows * kD * 4;
+  static constexpr int kDqTiles = kDqByCols ? 1 : kConsumers;  // by columns: one, two halves
   static constexpr int kFusedOffset =
       ((kTileBytes > kOutBytes ? kTileBytes : kOutBytes) + kSwizzleAtom - 1) / kSwizzleAtom *
       kSwizzleAtom;
-  static constexpr int kBodyBytes = kFused ? kFusedOffset + kConsumers * (kDsBytes + kDqBytes)
+  static constexpr int kBodyBytes = kFused ? kFusedOffset + kConsumers * kDsBytes + kDqTiles * kDqBytes
                                            : (kTileBytes > kOutBytes ? kTileBytes : kOutBytes);
   static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kConsumers : 0);
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers;
@@ -89,6 +102,8 @@ struct BwdDkvTraitsOf {
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
   static_assert(kBlockM == 64 || (kDqByRows && kBlockM == 2 * kDqTileRows),
                 "the dQ accumulator's tiles are the consumers' query rows");
+  static_assert(!kDqByCols || (kBlockM == kDqTileRows && kD == 64 * kConsumers),
+                "by columns: one accumulator tile per step, a 64-column half per consumer");
   static_assert(kQBytes % kSwizzleAtom == 0, "stage tiles must stay 1024-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
@@ -105,6 +120,18 @@ struct BwdFusedTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode> {
 // Fused, 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles).
 template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
+  static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
+};
+// The same, the query tiles walked down (kWalkDown).
+template <typename Element, int kD, int kStages, int kDqMode>
+struct BwdFusedRowsWalkDownTraits
+    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, false, true> {
+  static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
+};
+// Fused, 64-query steps, dQ by columns (FlashAttention-3's d = 128 split), query tiles walked
+// down or up.
+template <typename Element, int kStages, int kDqMode, bool kWalkDown>
+struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kWalkDown> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 
@@ -127,12 +154,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t bar_kv = base + T::kBodyBytes;
   auto bar_full = [&](int st) { return bar_kv + 8 * (1 + st); };
   auto bar_empty = [&](int st) { return bar_kv + 8 * (1 + kStages + st); };
-  // Fused: consumer c's dS, and two dQ tiles: consumer 1's partial (sDQ(1)), which consumer 0
-  // adds to its own, and their sum (sDQ(0)), which the writer adds to the accumulator: one
-  // reduction per step, half the traffic into L2 of one per consumer (run 13a: 3.73 ms on the
-  // leaderboard backward with one per consumer). Each tile has a "full" barrier (its writer's
-  // 128 threads arrived) and an "empty" one (its reader is done: the writer thread for sDQ(0),
-  // consumer 0's 128 threads for sDQ(1)).
+  // Fused: consumer c's dS, and the dQ tiles. With partials, two: consumer 1's (sDQ(1)), which
+  // consumer 0 adds to its own, and their sum (sDQ(0)), which the writer adds to the
+  // accumulator: one reduction per step, half the traffic into L2 of one per consumer (run 13a:
+  // 3.73 ms on the leaderboard backward with one per consumer). By rows, one per consumer (its
+  // 64 query rows); by columns, one (each consumer's 64 columns). Each tile has a "full"
+  // barrier (its writers' threads arrived) and an "empty" one (its reader is done: the writer
+  // thread, or for the partial sDQ(1) consumer 0's 128 threads).
   auto sDS = [&](int c) { return base + T::kFusedOffset + c * T::kDsBytes; };
   auto sDQ = [&](int c) {
     return base + T::kFusedOffset + T::kConsumers * T::kDsBytes + c * T::kDqBytes;
@@ -150,6 +178,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int m_begin = args.causal ? tile.causal_query_tiles_begin(args, m_tiles) : 0;
   const int per_head = m_tiles - m_begin;
   const int total = per_head * args.group;
+  // The query tile of step `it` (of the head it / per_head of the group).
+  auto query_tile = [&](int it) {
+    const int k = it % per_head;
+    return T::kWalkDown ? m_tiles - 1 - k : m_begin + k;
+  };
 
   if (tid == 0) {
     mbar_init(bar_kv, 1);
@@ -158,7 +191,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
     if constexpr (T::kFused) {
-      for (int c = 0; c < T::kConsumers; ++c) mbar_init(bar_dq_full(c), 128);
+      for (int c = 0; c < T::kConsumers; ++c) mbar_init(bar_dq_full(c), T::kDqByCols ? 256 : 128);
       mbar_init(bar_dq_empty(0), 1);
       mbar_init(bar_dq_empty(1), T::kDqByRows ? 1 : 128);
     }
@@ -182,7 +215,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int it = 0; it < total; ++it) {
         const int st = it % kStages;
         const int hq = h_kv * args.group + it / per_head;
-        const int m0 = (m_begin + it % per_head) * kBlockM;
+        const int m0 = query_tile(it) * kBlockM;
         mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
         mbar_expect_tx(bar_full(st), T::kStageBytes);
 #pragma unroll
@@ -214,7 +247,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
           for (int u = 0; u < kTilesPerStep; ++u) {
             const int64_t q_tile = (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
-                                   kTilesPerStep * m_begin + kTilesPerStep * (it % per_head) + u;
+                                   kTilesPerStep * query_tile(it) + u;
             float* dst = args.dq_accum + q_tile * (kDqTileRows * kD);
             if constexpr (T::kDqMode == kDqOrdered) {
               semaphore_wait_equal(args.dq_semaphore + q_tile, j);
@@ -299,15 +332,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // dQ_i's partial = dS (64 x 64 keys) K_j (this consumer's 64 keys x kD), 64 columns at a
   // time; stored into sDQ(c) in register order (float4 k of thread x at (k x 128 + x) x 16
   // bytes: a warp's stores are 512 contiguous bytes), and handed to the writer.
-  // By rows (128-query steps): dQ for this consumer's 64 query rows over the tile's 128 keys,
-  // its rows of both consumers' dS (keys 0-63 in sDS(0), 64-127 in sDS(1)) against all of K_j.
+  // Over the whole key tile (kDqWhole): both consumers' dS (keys 0-63 in sDS(0), 64-127 in
+  // sDS(1)) against all of K_j; by rows (128-query steps) this consumer's 64 query rows of dS and
+  // dQ's 64 columns `half`, by columns (64-query steps) all rows and the columns half = c.
   auto issue_dq = [&](float(&acc)[32], int half) {
     wgmma_fence();
-    if constexpr (T::kDqByRows) {
+    if constexpr (T::kDqWhole) {
+      constexpr uint32_t kRowsPerConsumer = T::kDqByRows ? 64 * kSwizzleBytes : 0;
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
         const uint64_t a =
-            make_smem_desc(sDS(kk / 4) + c * (64 * kSwizzleBytes) + (kk % 4) * 32, 16, kSwizzleAtom);
+            make_smem_desc(sDS(kk / 4) + c * kRowsPerConsumer + (kk % 4) * 32, 16, kSwizzleAtom);
         const uint64_t bk = make_smem_desc(
             sK + half * (kBlockN * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
             kBlockN * kSwizzleBytes, kSwizzleAtom);
@@ -350,9 +385,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   if (total > 0) {
     mbar_wait(bar_kv, 0);
+    int m0 = 0;
     for (int it = 0; it < total; ++it) {
       const int st = it % kStages;
-      const int m0 = (m_begin + it % per_head) * kBlockM;
+      // query_tile(it) * B_q, carried from step to step (computed from `it`, it cost the
+      // walked-down kernels 8 bytes of spills)
+      m0 = it % per_head == 0 ? query_tile(0) * kBlockM : m0 + (T::kWalkDown ? -kBlockM : kBlockM);
       const float* sL2 = reinterpret_cast<const float*>(base_ptr + vec_offset(st));
       const float* sD = sL2 + kBlockM;
       mbar_wait(bar_full(st), (it / kStages) & 1);
@@ -419,19 +457,19 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         wgmma_commit();
       }
       if constexpr (T::kFused) {
-        // Line 16: dS beside dK's product, then dQ 64 columns at a time, to the writer. By rows
-        // (128-query steps): after both consumers' dS is in shared memory (named barriers over
-        // the two), this consumer's 64 rows of dQ_i; otherwise its partial over its own keys,
-        // consumer 0 adding consumer 1's.
-        if constexpr (T::kDqByRows) named_bar_sync(5, 256);  // both are done with the last dS
+        // Line 16: dS beside dK's product, then dQ 64 columns at a time, to the writer. Over the
+        // whole key tile (kDqWhole), after both consumers' dS is in shared memory (named barriers
+        // over the two): by rows this consumer's 64 rows of dQ_i, by columns its 64 columns;
+        // otherwise its partial over its own keys, consumer 0 adding consumer 1's.
+        if constexpr (T::kDqWhole) named_bar_sync(5, 256);  // both are done with the last dS
         store_ds(ds_frag);
         fence_proxy_async_shared();
-        if constexpr (T::kDqByRows)
+        if constexpr (T::kDqWhole)
           named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
         else
           named_bar_sync(2 + c, 128);  // the warpgroup's dS is whole before dQ reads it
         float acc_dq[32];
-        issue_dq(acc_dq, 0);
+        issue_dq(acc_dq, T::kDqByCols ? c : 0);
         wgmma_wait<0>();
         fence_registers(acc_dv);
         fence_registers(acc_dk);
@@ -439,27 +477,33 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_arrive(bar_empty(st));
         if constexpr (T::kDqByRows) {
           mbar_wait(bar_dq_empty(c), (it & 1) ^ 1);  // the writer has read this one's last tile
+        } else if constexpr (T::kDqByCols) {
+          mbar_wait(bar_dq_empty(0), (it & 1) ^ 1);  // the writer has read the last tile
         } else if (c == 1) {
           mbar_wait(bar_dq_empty(1), (it & 1) ^ 1);  // consumer 0 has added the last one
         } else {
           mbar_wait(bar_dq_full(1), it & 1);         // consumer 1's partial of this step
           mbar_wait(bar_dq_empty(0), (it & 1) ^ 1);  // the writer has read the last sum
         }
+        if constexpr (T::kDqByCols) {
+          store_dq(dq_tile(0), acc_dq, c);
+        } else {
 #pragma unroll
-        for (int half = 0; half < kD / 64; ++half) {
-          if (half > 0) {
-            issue_dq(acc_dq, half);
-            wgmma_wait<0>();
-            fence_registers(acc_dq);
+          for (int half = 0; half < kD / 64; ++half) {
+            if (half > 0) {
+              issue_dq(acc_dq, half);
+              wgmma_wait<0>();
+              fence_registers(acc_dq);
+            }
+            if constexpr (!T::kDqByRows) {
+              if (c == 0) add_partial(acc_dq, half);
+            }
+            store_dq(dq_tile(c), acc_dq, half);
           }
-          if constexpr (!T::kDqByRows) {
-            if (c == 0) add_partial(acc_dq, half);
-          }
-          store_dq(dq_tile(c), acc_dq, half);
         }
-        if constexpr (T::kDqByRows) {
+        if constexpr (T::kDqWhole) {
           fence_proxy_async_shared();  // read by the TMA (the async proxy)
-          mbar_arrive(bar_dq_full(c));
+          mbar_arrive(bar_dq_full(T::kDqByCols ? 0 : c));
         } else if (c == 1) {
           mbar_arrive(bar_dq_full(1));
         } else {

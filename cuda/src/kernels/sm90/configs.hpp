@@ -86,23 +86,55 @@ struct FwdConfig<Element, 128> {
 // KB) leave no room for a third, and 128-query steps no room for the stages. Which strategy runs
 // is dispatch.cu's dq_strategy, with its measured reasons.
 template <typename Element, int kD>
-struct BwdConfig {
-  using Dq = BwdDqTraits<Element, kD, 3, kD == 64 ? 128 : 64>;
-  using Dkv = BwdDkvTraits<Element, kD, 3>;
-  static constexpr int kFusedStages = kD == 64 ? 3 : 2;
-  using FusedOrdered =
-      std::conditional_t<kD == 64, BwdFusedRowsTraits<Element, kD, 3, kDqOrdered>,
-                         BwdFusedTraits<Element, kD, kFusedStages, kDqOrdered>>;
-  using FusedAtomic = std::conditional_t<kD == 64, BwdFusedRowsTraits<Element, kD, 3, kDqAtomic>,
-                                         BwdFusedTraits<Element, kD, kFusedStages, kDqAtomic>>;
+struct BwdConfig;
+template <typename Element>
+struct BwdConfig<Element, 64> {
+  using Dq = BwdDqTraits<Element, 64, 3, 128>;
+  using Dkv = BwdDkvTraits<Element, 64, 3>;
+  using FusedOrdered = BwdFusedRowsWalkDownTraits<Element, 64, 3, kDqOrdered>;
+  using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+};
+template <typename Element>
+struct BwdConfig<Element, 128> {
+  using Dq = BwdDqTraits<Element, 128, 3, 64>;
+  using Dkv = BwdDkvTraits<Element, 128, 3>;
+  using FusedOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true>;
+  using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, false>;
 };
 
-// FLASHREF_CUDA_TUNE fused90=1 (compiled with FLASHREF_CUDA_TUNING_VARIANTS; d = 64): run 13's
-// fused kernels, 64 queries per step, each consumer's partial over its own keys.
+// The fused alternatives FLASHREF_CUDA_TUNE fused90=N picks (compiled with
+// FLASHREF_CUDA_TUNING_VARIANTS), ordered and atomic:
+//   1 (d = 64): run 13's fused kernels, 64 queries per step, each consumer's partial over its
+//     own keys;
+//   2 (both): the default tiles with the other walk over the query tiles (kWalkDown);
+//   3 (d = 128): run 14's, 64 queries per step with partials, two stages;
+//   4 (d = 128): by columns with two stages.
+template <typename Element, int kD, int kVariant>
+struct BwdFusedVariant;
 template <typename Element>
-struct BwdFused64QueryVariant {
+struct BwdFusedVariant<Element, 64, 1> {
   using Ordered = BwdFusedTraits<Element, 64, 3, kDqOrdered>;
   using Atomic = BwdFusedTraits<Element, 64, 3, kDqAtomic>;
+};
+template <typename Element>
+struct BwdFusedVariant<Element, 64, 2> {
+  using Ordered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
+  using Atomic = BwdFusedRowsWalkDownTraits<Element, 64, 3, kDqAtomic>;
+};
+template <typename Element>
+struct BwdFusedVariant<Element, 128, 2> {
+  using Ordered = BwdFusedColsTraits<Element, 3, kDqOrdered, false>;
+  using Atomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
+};
+template <typename Element>
+struct BwdFusedVariant<Element, 128, 3> {
+  using Ordered = BwdFusedTraits<Element, 128, 2, kDqOrdered>;
+  using Atomic = BwdFusedTraits<Element, 128, 2, kDqAtomic>;
+};
+template <typename Element>
+struct BwdFusedVariant<Element, 128, 4> {
+  using Ordered = BwdFusedColsTraits<Element, 2, kDqOrdered, true>;
+  using Atomic = BwdFusedColsTraits<Element, 2, kDqAtomic, false>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90
