@@ -77,6 +77,11 @@ struct BwdDkvTraitsOf {
   // for the one before it by the latency of one addition, not by a step per key tile (walked
   // up from the diagonal, key tile j reaches query tile i one step before key tile j - 1 does).
   static constexpr bool kWalkDown = kWalkDown_;
+  // dS^T is made into dP^T's registers before either gradient product is issued, so that no
+  // fragment is live beside S^T, dP^T, dK and dV: at 128-query steps (64 + 64 + 32 + 32 floats)
+  // the other order spilled 152 bytes, and at d = 128 (32 + 32 + 64 + 64) ptxas serialized the
+  // wgmmas for want of registers (C7512, every d = 128 dK/dV kernel up to run 14).
+  static constexpr bool kDsFirst = kDqByRows || kD == 128;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
@@ -432,11 +437,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
       }
       uint32_t p_frag[kBlockM / 16][4], ds_frag[kBlockM / 16][4];
-      if constexpr (T::kDqByRows) {
-        // 128-query steps: dS^T goes into dP^T's registers before either product is issued,
-        // so that no fragment is live beside S^T, dP^T, dK and dV (64 + 64 + 32 + 32 floats).
-        wgmma_wait<0>();
-        fence_registers(flat_dp);
+      if constexpr (T::kDsFirst) {
+        if constexpr (T::kDqByRows) {  // dP^T's product may still run
+          wgmma_wait<0>();
+          fence_registers(flat_dp);
+        }
         ds_transposed(acc_dp, acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
         pack(p_frag, acc_s);
         pack(ds_frag, acc_dp);
