@@ -18,24 +18,24 @@ int workspace_rows(int S_q) {
   return kernels::ceil_div(S_q, kernels::kWorkspaceRowPad) * kernels::kWorkspaceRowPad;
 }
 
-// The deterministic default is the measured faster of the two. At d = 64 from S_k = 8192 on
-// the ordered fused kernel (128-query steps, dQ by rows), below it the two passes: run 14b,
+// The deterministic default is the measured faster of the two. From S_k = 8192 on the ordered
+// fused kernel, below it the two passes. At d = 64 (128-query steps, dQ by rows): run 14b,
 // same call, ms, two rounds, fused against two passes: leaderboard (S 16k) 3.399-3.409 against
 // 3.910-3.933, without the mask 6.611-6.645 against 8.110-8.176, but S = 4k (B 8) 2.638-2.656
-// against 2.344-2.394 and S = 1k (B 32) 0.961-0.962 against 0.892-0.893: the counters' order
-// makes each key tile wait for the one before it, which a short sequence does not amortize.
-// Run 14c, on both sides of the threshold: S = 8k (B 4) 3.973 against 4.494, S = 4k 2.634
-// against 2.310.
-// At d = 128 the two passes (run 13b: the 64-query ordered kernel 7.03-7.09 against
-// 7.13-7.21 on the leaderboard, slower at S = 4k and 1k). FLASHREF_CUDA_TUNE bwd90=1 picks
-// the other, to compare them. Non-deterministic: the atomic fused kernel, the fastest on every
-// problem measured (run 14b at d = 64: leaderboard 3.118-3.166, S = 4k 2.173-2.174, S = 1k
-// 0.827-0.829; run 13b at d = 128: 6.74-6.76 against 7.13-7.21).
+// against 2.344-2.394 and S = 1k (B 32) 0.961-0.962 against 0.892-0.893; run 14c, on both
+// sides of the threshold: S = 8k (B 4) 3.973 against 4.494, S = 4k 2.634 against 2.310; run
+// 15a, the query tiles walked down: leaderboard 3.271-3.277 against 3.780-4.033, S = 4k
+// 2.663-2.665 against 2.291-2.321, S = 1k 0.967-0.969 against 0.883. At d = 128 (64-query
+// steps, dQ by columns, three stages): run 15a, leaderboard 5.528-5.596 against 6.453-6.537.
+// FLASHREF_CUDA_TUNE bwd90=1 picks the other, to compare them. Non-deterministic: the atomic
+// fused kernel, the fastest on every problem measured (run 15a: d = 64 leaderboard
+// 3.024-3.063, S = 4k 2.186-2.189, S = 1k 0.832; d = 128 leaderboard 5.531-5.578).
 DqStrategy dq_strategy(Family family, bool deterministic, long long d, long long S_k) {
   if (family != Family::sm90) return DqStrategy::separate_pass;
   if (!deterministic) return DqStrategy::fused_atomic;
+  (void)d;  // both compiled head dims measured alike (above)
   constexpr long long kFusedMinKeys = 8192;
-  const bool fused_by_default = compiled_head_dim(d) == 64 && S_k >= kFusedMinKeys;
+  const bool fused_by_default = S_k >= kFusedMinKeys;
   return (tune().bwd90 == 1) != fused_by_default ? DqStrategy::fused_ordered
                                                  : DqStrategy::separate_pass;
 }

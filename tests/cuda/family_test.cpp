@@ -117,15 +117,17 @@ TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
     }
 }
 
-TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedAtD64OnLongSequencesOnly) {
+TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedOnLongSequencesOnly) {
   if (std::getenv("FLASHREF_CUDA_TUNE") != nullptr) GTEST_SKIP() << "FLASHREF_CUDA_TUNE is set";
   EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 16384), DqStrategy::fused_ordered);
   EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 8192), DqStrategy::fused_ordered);
   EXPECT_EQ(dq_strategy(Family::sm90, true, 40, 8192), DqStrategy::fused_ordered);  // runs at 64
   EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 8191), DqStrategy::separate_pass);
   EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 1024), DqStrategy::separate_pass);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 16384), DqStrategy::separate_pass);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 72, 16384), DqStrategy::separate_pass);  // at 128
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 16384), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 72, 8192), DqStrategy::fused_ordered);  // at 128
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 8191), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 1024), DqStrategy::separate_pass);
 }
 
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {

@@ -3,8 +3,9 @@
 //
 // Grid and order as the sm80 pass (KeyTileSchedule): one block per (key tile, key/value head,
 // batch); the block loops over (query head of its group, query tile that sees the key tile),
-// heads ascending then tiles ascending, and sums each dK/dV row in that fixed order: no
-// atomics, bitwise reproducible, GQA's sum over the group inside the loop.
+// heads ascending then tiles ascending (fused: descending, kWalkDown), and sums each dK/dV row
+// in that fixed order: no atomics, bitwise reproducible, GQA's sum over the group inside the
+// loop.
 //
 // Warpgroup 0 is the producer: one thread loads K_j and V_j once, then for each step, into the
 // next free stage, Q_i, dO_i (TMA) and L'_i, D_i (bulk copies of the padded workspace rows), all
@@ -17,13 +18,12 @@
 //   dV_j += P^T dO_i                          line 13; P^T from registers, dO MN-major
 //   dS^T = P^T * (dP^T - D_i)                 line 15
 //   dK_j += dS^T Q_i                          line 17; dK *= scale once at the end
-// Fused (DqMode below), also, with a writer thread in the producer warpgroup, line 16:
-//   dS to shared memory (stmatrix.trans); then with 64-query steps (B_q = 64) dQ_i's partial
-//   over the consumer's keys = dS K_j (wgmma, K_j MN-major), consumer 0 adding consumer 1's;
-//   with 128-query steps (B_q = 128, d = 64), after a barrier over both consumers, each one's
-//   64 query rows of dQ_i over all 128 keys (no partials to add; P^T is computed under the dP^T
-//   product, and dS^T made into dP^T's registers before the dV and dK products). The writer
-//   adds the tiles to dQ's accumulator.
+// (at d = 128 and with 128-query steps dS^T is made before either gradient product is issued,
+// kDsFirst). Fused (DqMode below), also, with a writer thread in the producer warpgroup, line
+// 16: dS to shared memory (stmatrix.trans), a barrier over both consumers, then dQ_i = dS K_j
+// over the whole key tile (wgmma, K_j MN-major), split between the consumers: by rows with
+// 128-query steps (d = 64; each consumer's 64 query rows), by columns with 64-query steps
+// (d = 128; each consumer's 64 columns). The writer adds the tiles to dQ's accumulator.
 #pragma once
 
 #include <cuda.h>
@@ -50,8 +50,7 @@ namespace flashref::cuda::kernels::sm90 {
 // Which one runs where: dispatch.cu, dq_strategy.
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
-template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
-          bool kDqByCols_ = false, bool kWalkDown_ = false>
+template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -61,22 +60,19 @@ struct BwdDkvTraitsOf {
   static constexpr int kConsumers = 2;             // warpgroups of 64 keys
   static constexpr int kBlockN = 64 * kConsumers;  // B_k
   static constexpr int kBlockM = kBlockM_;         // B_q: queries per step
-  // Fused with 128-query steps: each consumer makes dQ for its 64 query rows over the whole
-  // key tile, from both consumers' dS in shared memory, and hands it to the writer as it is
-  // (one reduction per consumer, no partials added). With 64-query steps each makes the
-  // partial over its own keys, and consumer 0 adds consumer 1's.
+  // Fused, dQ_i over the whole key tile from both consumers' dS in shared memory, handed to the
+  // writer as it is (no partials added between the consumers): with 128-query steps each
+  // consumer makes its 64 query rows (one accumulator tile each), with 64-query steps its 64
+  // of dQ's 128 columns (FlashAttention-3's d = 128 split; one tile, both halves in it).
   static constexpr bool kDqByRows = kFused && kBlockM == 128;
-  // Fused with 64-query steps, dQ by columns: after the same barrier, each consumer makes dQ_i's
-  // 64 columns 64 c .. 64 c + 63 over the whole key tile (FlashAttention-3's d = 128 split), and
-  // the writer adds the step's one tile once both halves are in it.
-  static constexpr bool kDqByCols = kFused && kDqByCols_;
-  // dQ over the whole key tile (rows or columns): both consumers' dS is read by both.
-  static constexpr bool kDqWhole = kDqByRows || kDqByCols;
-  // The query tiles of a head visited from the last to the first: with a causal mask every key
-  // tile then meets query tile i at the same step of its walk, so in kDqOrdered a key tile waits
-  // for the one before it by the latency of one addition, not by a step per key tile (walked
-  // up from the diagonal, key tile j reaches query tile i one step before key tile j - 1 does).
-  static constexpr bool kWalkDown = kWalkDown_;
+  static constexpr bool kDqByCols = kFused && kBlockM == 64;
+  // Fused: each head's query tiles visited from the last to the first. With a causal mask every
+  // key tile then meets query tile i at the same step of its walk, so in kDqOrdered a key tile
+  // waits for the one before it by the latency of one addition; walked up from the diagonal,
+  // key tile j reaches query tile i one step before key tile j - 1 does and waits that step
+  // (run 15a, ordered: -2% on the d = 64 leaderboard, -3 to -4% at d = 128; atomic: the same
+  // within the rounds' spread).
+  static constexpr bool kWalkDown = kFused;
   // dS^T is made into dP^T's registers before either gradient product is issued, so that no
   // fragment is live beside S^T, dP^T, dK and dV: at 128-query steps (64 + 64 + 32 + 32 floats)
   // the other order spilled 152 bytes, and at d = 128 (32 + 32 + 64 + 64) ptxas serialized the
@@ -89,54 +85,46 @@ struct BwdDkvTraitsOf {
   static constexpr int kStageBytes = 2 * kQBytes + 2 * kVecBytes;
   static constexpr int kTileBytes = 2 * kKVBytes + kStages * kStageBytes;
   static constexpr int kOutBytes = kBlockN * (kD + 4) * 4;  // the epilogue's staging, reused
-  // Fused: per consumer, its dS (64 queries x 64 keys, 16-bit, one column block) and its dQ
-  // partial (64 x kD float32, in the accumulator's register order), after the tiles and the
-  // epilogue's staging, so the bulk reductions still reading them never meet the epilogue.
+  // Fused: per consumer its dS (B_q queries x 64 keys, 16-bit, one column block), and the dQ
+  // tiles (64 rows x kD float32 each, in the accumulator's register order: by rows one per
+  // consumer, by columns one), after the tiles and the epilogue's staging, so the bulk
+  // reductions still reading them never meet the epilogue.
   static constexpr int kDsBytes = kBlockM * 64 * 2;
   static constexpr int kDqBytes = kDqTileRows * kD * 4;
-  static constexpr int kDqTiles = kDqByCols ? 1 : kConsumers;  // by columns: one, two halves
+  static constexpr int kDqTiles = kBlockM / kDqTileRows;
   static constexpr int kFusedOffset =
       ((kTileBytes > kOutBytes ? kTileBytes : kOutBytes) + kSwizzleAtom - 1) / kSwizzleAtom *
       kSwizzleAtom;
-  static constexpr int kBodyBytes = kFused ? kFusedOffset + kConsumers * kDsBytes + kDqTiles * kDqBytes
-                                           : (kTileBytes > kOutBytes ? kTileBytes : kOutBytes);
-  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kConsumers : 0);
+  static constexpr int kBodyBytes = kFused
+                                        ? kFusedOffset + kConsumers * kDsBytes + kDqTiles * kDqBytes
+                                        : (kTileBytes > kOutBytes ? kTileBytes : kOutBytes);
+  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqTiles : 0);
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers;
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
-  static_assert(kBlockM == 64 || (kDqByRows && kBlockM == 2 * kDqTileRows),
-                "the dQ accumulator's tiles are the consumers' query rows");
+  static_assert(!kDqByRows || kBlockM == kConsumers * kDqTileRows,
+                "by rows: an accumulator tile per consumer");
   static_assert(!kDqByCols || (kBlockM == kDqTileRows && kD == 64 * kConsumers),
                 "by columns: one accumulator tile per step, a 64-column half per consumer");
+  static_assert(kBlockM == 64 || kDqByRows, "128-query steps are the fused d = 64 kernel's");
   static_assert(kQBytes % kSwizzleAtom == 0, "stage tiles must stay 1024-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
 
-// The two-pass dK/dV kernel, and the fused one. Two names rather than a defaulted argument keep
-// the first one's kernel symbol what it was before the fused one existed, so that
-// scripts/sass-compare maps it to its earlier builds.
+// The two-pass dK/dV kernel, and the fused ones. Names of their own rather than a defaulted
+// argument keep the first one's kernel symbol what it was before the fused ones existed, so
+// that scripts/sass-compare maps it to its earlier builds.
 template <typename Element, int kD, int kStages>
 struct BwdDkvTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {};
-template <typename Element, int kD, int kStages, int kDqMode>
-struct BwdFusedTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode> {
-  static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
-};
-// Fused, 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles).
+// Fused at d = 64: 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles).
 template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
-// The same, the query tiles walked down (kWalkDown).
-template <typename Element, int kD, int kStages, int kDqMode>
-struct BwdFusedRowsWalkDownTraits
-    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, false, true> {
-  static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
-};
-// Fused, 64-query steps, dQ by columns (FlashAttention-3's d = 128 split), query tiles walked
-// down or up.
-template <typename Element, int kStages, int kDqMode, bool kWalkDown>
-struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kWalkDown> {
+// Fused at d = 128: 64-query steps, dQ by columns.
+template <typename Element, int kStages, int kDqMode>
+struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 
@@ -159,19 +147,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t bar_kv = base + T::kBodyBytes;
   auto bar_full = [&](int st) { return bar_kv + 8 * (1 + st); };
   auto bar_empty = [&](int st) { return bar_kv + 8 * (1 + kStages + st); };
-  // Fused: consumer c's dS, and the dQ tiles. With partials, two: consumer 1's (sDQ(1)), which
-  // consumer 0 adds to its own, and their sum (sDQ(0)), which the writer adds to the
-  // accumulator: one reduction per step, half the traffic into L2 of one per consumer (run 13a:
-  // 3.73 ms on the leaderboard backward with one per consumer). By rows, one per consumer (its
-  // 64 query rows); by columns, one (each consumer's 64 columns). Each tile has a "full"
-  // barrier (its writers' threads arrived) and an "empty" one (its reader is done: the writer
-  // thread, or for the partial sDQ(1) consumer 0's 128 threads).
+  // Fused: consumer c's dS, and dQ tile u (by rows consumer u's, by columns the one). Each dQ
+  // tile has a "full" barrier (its consumers' threads arrived) and an "empty" one (the writer
+  // thread has read it).
   auto sDS = [&](int c) { return base + T::kFusedOffset + c * T::kDsBytes; };
-  auto sDQ = [&](int c) {
-    return base + T::kFusedOffset + T::kConsumers * T::kDsBytes + c * T::kDqBytes;
+  auto sDQ = [&](int u) {
+    return base + T::kFusedOffset + T::kConsumers * T::kDsBytes + u * T::kDqBytes;
   };
-  auto bar_dq_full = [&](int c) { return bar_kv + 8 * (1 + 2 * kStages + c); };
-  auto bar_dq_empty = [&](int c) { return bar_kv + 8 * (1 + 2 * kStages + T::kConsumers + c); };
+  auto bar_dq_full = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + u); };
+  auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqTiles + u); };
 
   const int tid = threadIdx.x, wg = tid / 128;
   const KeyTileSchedule<kBlockM, kBlockN> tile(args);
@@ -183,7 +167,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int m_begin = args.causal ? tile.causal_query_tiles_begin(args, m_tiles) : 0;
   const int per_head = m_tiles - m_begin;
   const int total = per_head * args.group;
-  // The query tile of step `it` (of the head it / per_head of the group).
+  // The query tile of step `it` (of the head it / per_head of the group), walked up or down.
   auto query_tile = [&](int it) {
     const int k = it % per_head;
     return T::kWalkDown ? m_tiles - 1 - k : m_begin + k;
@@ -196,9 +180,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
     if constexpr (T::kFused) {
-      for (int c = 0; c < T::kConsumers; ++c) mbar_init(bar_dq_full(c), T::kDqByCols ? 256 : 128);
-      mbar_init(bar_dq_empty(0), 1);
-      mbar_init(bar_dq_empty(1), T::kDqByRows ? 1 : 128);
+      for (int u = 0; u < T::kDqTiles; ++u) {
+        mbar_init(bar_dq_full(u), 128 * T::kConsumers / T::kDqTiles);
+        mbar_init(bar_dq_empty(u), 1);
+      }
     }
     mbar_init_fence();
   }
@@ -242,34 +227,38 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // dQ tiles into the query tile's float32 accumulator. Ordered: key tile j adds to
         // query tile i after the j tiles before it (every key tile below j sees the queries
         // j sees, and launches earlier: the blocks it waits for are running or done).
-        // With 128-query steps each consumer's 64 rows are a tile of the accumulator of their
-        // own, with their own counter; with 64-query steps the step's sum is one tile.
-        constexpr int kTilesPerStep = kBlockM / kDqTileRows;
+        // By rows each consumer's 64 rows are a tile of the accumulator of their own, with
+        // their own counter; by columns the step's tile is one.
+        constexpr int kTilesPerStep = T::kDqTiles;
         const int m_tiles_pad = args.S_q_pad / kDqTileRows;
         const int j = n0 / kBlockN;
+        // The step's tiles are all in flight before the writer waits on them; the consumers
+        // get a tile back once it has been read, and (ordered) the next key tile may add once
+        // it has been written: the writer's latency per step is one round trip, not one per
+        // tile and two in the consumers' way (run 15).
         for (int it = 0; it < total; ++it) {
           const int hq = h_kv * args.group + it / per_head;
+          const int64_t first_tile = (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
+                                     kTilesPerStep * query_tile(it);
 #pragma unroll
           for (int u = 0; u < kTilesPerStep; ++u) {
-            const int64_t q_tile = (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
-                                   kTilesPerStep * query_tile(it) + u;
-            float* dst = args.dq_accum + q_tile * (kDqTileRows * kD);
             if constexpr (T::kDqMode == kDqOrdered) {
-              semaphore_wait_equal(args.dq_semaphore + q_tile, j);
+              semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
               fence_proxy_async_global();
             }
             mbar_wait(bar_dq_full(u), it & 1);
-            bulk_reduce_add_f32(dst, sDQ(u), T::kDqBytes);
-            // Ordered: complete (written) before the next key tile may add.
-            if constexpr (T::kDqMode == kDqOrdered)
-              bulk_wait_complete();
-            else
-              bulk_wait_read();
-            mbar_arrive(bar_dq_empty(u));
-            if constexpr (T::kDqMode == kDqOrdered) {
-              fence_proxy_async_global();
-              semaphore_release_add(args.dq_semaphore + q_tile);
-            }
+            bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD), sDQ(u),
+                                T::kDqBytes);
+          }
+          bulk_wait_read();
+#pragma unroll
+          for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(u));
+          if constexpr (T::kDqMode == kDqOrdered) {
+            bulk_wait_complete();  // written, before the next key tile may add
+            fence_proxy_async_global();
+#pragma unroll
+            for (int u = 0; u < kTilesPerStep; ++u)
+              semaphore_release_add(args.dq_semaphore + first_tile + u);
           }
         }
         bulk_wait_complete();
@@ -334,58 +323,32 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       stmatrix_x4_trans(sDS(c) + q * kSwizzleBytes + (((2 * warp + m % 2) ^ r) * 16), frag[kk]);
     }
   };
-  // dQ_i's partial = dS (64 x 64 keys) K_j (this consumer's 64 keys x kD), 64 columns at a
-  // time; stored into sDQ(c) in register order (float4 k of thread x at (k x 128 + x) x 16
-  // bytes: a warp's stores are 512 contiguous bytes), and handed to the writer.
-  // Over the whole key tile (kDqWhole): both consumers' dS (keys 0-63 in sDS(0), 64-127 in
-  // sDS(1)) against all of K_j; by rows (128-query steps) this consumer's 64 query rows of dS and
-  // dQ's 64 columns `half`, by columns (64-query steps) all rows and the columns half = c.
+  // dQ_i = dS K_j over the whole key tile: both consumers' dS (keys 0-63 in sDS(0), 64-127 in
+  // sDS(1)) against all of K_j, 64 columns of dQ (`half`) at a time; by rows (128-query steps)
+  // this consumer's 64 query rows of dS, by columns (64-query steps) all 64 rows and the
+  // columns half = c. Stored into a dQ tile in register order (float4 k of thread x at
+  // ((8 half + k) x 128 + x) x 16 bytes: a warp's stores are 512 contiguous bytes), and handed
+  // to the writer.
   auto issue_dq = [&](float(&acc)[32], int half) {
+    constexpr uint32_t kRowsPerConsumer = T::kDqByRows ? 64 * kSwizzleBytes : 0;
     wgmma_fence();
-    if constexpr (T::kDqWhole) {
-      constexpr uint32_t kRowsPerConsumer = T::kDqByRows ? 64 * kSwizzleBytes : 0;
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const uint64_t a =
-            make_smem_desc(sDS(kk / 4) + c * kRowsPerConsumer + (kk % 4) * 32, 16, kSwizzleAtom);
-        const uint64_t bk = make_smem_desc(
-            sK + half * (kBlockN * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
-            kBlockN * kSwizzleBytes, kSwizzleAtom);
-        WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
-      }
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t a = make_smem_desc(sDS(c) + kk * 32, 16, kSwizzleAtom);
-        const uint64_t bk = make_smem_desc(sK + half * (kBlockN * kSwizzleBytes) +
-                                               c * (64 * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
-                                           kBlockN * kSwizzleBytes, kSwizzleAtom);
-        WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
-      }
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t a =
+          make_smem_desc(sDS(kk / 4) + c * kRowsPerConsumer + (kk % 4) * 32, 16, kSwizzleAtom);
+      const uint64_t bk =
+          make_smem_desc(sK + half * (kBlockN * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
+                         kBlockN * kSwizzleBytes, kSwizzleAtom);
+      WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   };
-  auto dq_tile = [&](int which) {
-    return reinterpret_cast<float*>(base_ptr + (sDQ(which) - base));
-  };
-  auto store_dq = [&](float* out, const float(&acc)[32], int half) {
+  auto store_dq = [&](int u, const float(&acc)[32], int half) {
+    float* out = reinterpret_cast<float*>(base_ptr + (sDQ(u) - base));
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       *reinterpret_cast<float4*>(out + ((half * 8 + k) * 128 + tid % 128) * 4) =
           make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
-  };
-  // Consumer 0 adds consumer 1's partial: thread x of each holds the same rows and columns.
-  auto add_partial = [&](float(&acc)[32], int half) {
-    const float* in = dq_tile(1);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const float4 v =
-          *reinterpret_cast<const float4*>(in + ((half * 8 + k) * 128 + tid % 128) * 4);
-      acc[4 * k] += v.x;
-      acc[4 * k + 1] += v.y;
-      acc[4 * k + 2] += v.z;
-      acc[4 * k + 3] += v.w;
-    }
   };
 
   if (total > 0) {
@@ -462,60 +425,34 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         wgmma_commit();
       }
       if constexpr (T::kFused) {
-        // Line 16: dS beside dK's product, then dQ 64 columns at a time, to the writer. Over the
-        // whole key tile (kDqWhole), after both consumers' dS is in shared memory (named barriers
-        // over the two): by rows this consumer's 64 rows of dQ_i, by columns its 64 columns;
-        // otherwise its partial over its own keys, consumer 0 adding consumer 1's.
-        if constexpr (T::kDqWhole) named_bar_sync(5, 256);  // both are done with the last dS
+        // Line 16: dS beside dK's product; once both consumers' dS is in shared memory (named
+        // barriers over the two), dQ_i over the whole key tile, by rows or by columns, 64
+        // columns at a time, into this consumer's dQ tile u for the writer.
+        named_bar_sync(5, 256);  // both are done with the last dS
         store_ds(ds_frag);
         fence_proxy_async_shared();
-        if constexpr (T::kDqWhole)
-          named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
-        else
-          named_bar_sync(2 + c, 128);  // the warpgroup's dS is whole before dQ reads it
+        named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
+        const int u = T::kDqByRows ? c : 0, first_half = T::kDqByCols ? c : 0;
         float acc_dq[32];
-        issue_dq(acc_dq, T::kDqByCols ? c : 0);
+        issue_dq(acc_dq, first_half);
         wgmma_wait<0>();
         fence_registers(acc_dv);
         fence_registers(acc_dk);
         fence_registers(acc_dq);
         mbar_arrive(bar_empty(st));
+        mbar_wait(bar_dq_empty(u), (it & 1) ^ 1);  // the writer has read the last one
+        store_dq(u, acc_dq, first_half);
         if constexpr (T::kDqByRows) {
-          mbar_wait(bar_dq_empty(c), (it & 1) ^ 1);  // the writer has read this one's last tile
-        } else if constexpr (T::kDqByCols) {
-          mbar_wait(bar_dq_empty(0), (it & 1) ^ 1);  // the writer has read the last tile
-        } else if (c == 1) {
-          mbar_wait(bar_dq_empty(1), (it & 1) ^ 1);  // consumer 0 has added the last one
-        } else {
-          mbar_wait(bar_dq_full(1), it & 1);         // consumer 1's partial of this step
-          mbar_wait(bar_dq_empty(0), (it & 1) ^ 1);  // the writer has read the last sum
-        }
-        if constexpr (T::kDqByCols) {
-          store_dq(dq_tile(0), acc_dq, c);
-        } else {
 #pragma unroll
-          for (int half = 0; half < kD / 64; ++half) {
-            if (half > 0) {
-              issue_dq(acc_dq, half);
-              wgmma_wait<0>();
-              fence_registers(acc_dq);
-            }
-            if constexpr (!T::kDqByRows) {
-              if (c == 0) add_partial(acc_dq, half);
-            }
-            store_dq(dq_tile(c), acc_dq, half);
+          for (int half = 1; half < kD / 64; ++half) {
+            issue_dq(acc_dq, half);
+            wgmma_wait<0>();
+            fence_registers(acc_dq);
+            store_dq(u, acc_dq, half);
           }
         }
-        if constexpr (T::kDqWhole) {
-          fence_proxy_async_shared();  // read by the TMA (the async proxy)
-          mbar_arrive(bar_dq_full(T::kDqByCols ? 0 : c));
-        } else if (c == 1) {
-          mbar_arrive(bar_dq_full(1));
-        } else {
-          mbar_arrive(bar_dq_empty(1));
-          fence_proxy_async_shared();  // the sum is read by the TMA (the async proxy)
-          mbar_arrive(bar_dq_full(0));
-        }
+        fence_proxy_async_shared();  // read by the TMA (the async proxy)
+        mbar_arrive(bar_dq_full(u));
       } else {
         wgmma_wait<0>();
         fence_registers(acc_dv);

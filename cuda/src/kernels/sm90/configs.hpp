@@ -77,64 +77,31 @@ struct FwdConfig<Element, 128> {
 // stages, 3.98-4.02; both (kept), 3.83-4.05. At d = 128 every choice is within the spread
 // (7.02-7.22). FlashAttention-3's grid at S = 1k (d = 64): 0.955 ms, 0.900, 0.920, 0.905.
 //
-// The fused backward (dQ added from the dK/dV pass, kernels/sm90/bwd_dkdv.cuh). At d = 64, 128
-// queries per step with dQ made by rows (BwdFusedRowsTraits), three stages. Run 14b, leaderboard
-// backward, medians of 20, two rounds, same call: ordered 3.399-3.409 ms and atomic 3.118-3.166
-// against 4.257-4.287 and 4.067-4.087 for run 13's 64-query kernels (fused90=1), and 3.910-3.933
-// for the two passes; with P^T computed after dP^T lands rather than under it (deleted), atomic
-// 3.140-3.260. At d = 128, 64-query steps, two stages: the consumers' dS and dQ tiles (16 + 64
-// KB) leave no room for a third, and 128-query steps no room for the stages. Which strategy runs
-// is dispatch.cu's dq_strategy, with its measured reasons.
+// The fused backward (dQ added from the dK/dV pass, kernels/sm90/bwd_dkdv.cuh), each head's
+// query tiles walked down. At d = 64, 128 queries per step with dQ made by rows
+// (BwdFusedRowsTraits), three stages. Run 14b, leaderboard backward, medians of 20, two rounds,
+// same call: ordered 3.399-3.409 ms and atomic 3.118-3.166 against 4.257-4.287 and 4.067-4.087
+// for run 13's 64-query kernels with partials (deleted), and 3.910-3.933 for the two passes.
+// At d = 128, 64 queries per step with dQ made by columns (BwdFusedColsTraits), three stages
+// (one 32 KB dQ tile leaves room for them: 216 KB). Run 15a, leaderboard: ordered 5.528-5.596,
+// atomic 5.404-5.578, against 6.453-6.537 for the two passes (run 14c: run 14's 64-query
+// kernel with partials and two stages, atomic, 6.684). Which strategy runs is dispatch.cu's
+// dq_strategy, with its measured reasons.
 template <typename Element, int kD>
 struct BwdConfig;
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
   using Dkv = BwdDkvTraits<Element, 64, 3>;
-  using FusedOrdered = BwdFusedRowsWalkDownTraits<Element, 64, 3, kDqOrdered>;
+  using FusedOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
-  using FusedOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true>;
-  using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, false>;
-};
-
-// The fused alternatives FLASHREF_CUDA_TUNE fused90=N picks (compiled with
-// FLASHREF_CUDA_TUNING_VARIANTS), ordered and atomic:
-//   1 (d = 64): run 13's fused kernels, 64 queries per step, each consumer's partial over its
-//     own keys;
-//   2 (both): the default tiles with the other walk over the query tiles (kWalkDown);
-//   3 (d = 128): run 14's, 64 queries per step with partials, two stages;
-//   4 (d = 128): by columns with two stages.
-template <typename Element, int kD, int kVariant>
-struct BwdFusedVariant;
-template <typename Element>
-struct BwdFusedVariant<Element, 64, 1> {
-  using Ordered = BwdFusedTraits<Element, 64, 3, kDqOrdered>;
-  using Atomic = BwdFusedTraits<Element, 64, 3, kDqAtomic>;
-};
-template <typename Element>
-struct BwdFusedVariant<Element, 64, 2> {
-  using Ordered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
-  using Atomic = BwdFusedRowsWalkDownTraits<Element, 64, 3, kDqAtomic>;
-};
-template <typename Element>
-struct BwdFusedVariant<Element, 128, 2> {
-  using Ordered = BwdFusedColsTraits<Element, 3, kDqOrdered, false>;
-  using Atomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
-};
-template <typename Element>
-struct BwdFusedVariant<Element, 128, 3> {
-  using Ordered = BwdFusedTraits<Element, 128, 2, kDqOrdered>;
-  using Atomic = BwdFusedTraits<Element, 128, 2, kDqAtomic>;
-};
-template <typename Element>
-struct BwdFusedVariant<Element, 128, 4> {
-  using Ordered = BwdFusedColsTraits<Element, 2, kDqOrdered, true>;
-  using Atomic = BwdFusedColsTraits<Element, 2, kDqAtomic, false>;
+  using FusedOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
+  using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

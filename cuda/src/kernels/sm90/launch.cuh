@@ -182,26 +182,6 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
-    // fused90=N: the variant of that number where this head dim has one (bf16 only), else the
-    // configured kernels.
-    if constexpr (kTuningVariants && kDtype == DType::bf16) {
-      auto run_variant = [&](auto variant) {
-        using V = decltype(variant);
-        if (args.dq_semaphore != nullptr)
-          backward_fused<kDtype, typename V::Ordered>(args, stream);
-        else
-          backward_fused<kDtype, typename V::Atomic>(args, stream);
-      };
-      using kernels::sm90::BwdFusedVariant;
-      const int v = tune().fused90;
-      if constexpr (kD == 64) {
-        if (v == 1) return run_variant(BwdFusedVariant<Element, 64, 1>{});
-      } else {
-        if (v == 3) return run_variant(BwdFusedVariant<Element, 128, 3>{});
-        if (v == 4) return run_variant(BwdFusedVariant<Element, 128, 4>{});
-      }
-      if (v == 2) return run_variant(BwdFusedVariant<Element, kD, 2>{});
-    }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
     return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
