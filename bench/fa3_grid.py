@@ -69,7 +69,7 @@ def main():
         import matplotlib.pyplot as plt
         fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
         for ax, d in zip(axes, (64, 128)):
-            for name, label in (("flashref", "flashref (sm90 fwd, sm80 bwd)"), ("flash", "FA2 (SDPA flash)"),
+            for name, label in (("flashref", "flashref (sm90)"), ("flash", "FA2 (SDPA flash)"),
                                 ("cudnn", "cuDNN")):
                 pts = series.get((name, d), [])
                 if pts:

@@ -23,13 +23,16 @@ int workspace_rows(int S_q) {
 // same call, ms, two rounds, fused against two passes: leaderboard (S 16k) 3.399-3.409 against
 // 3.910-3.933, without the mask 6.611-6.645 against 8.110-8.176, but S = 4k (B 8) 2.638-2.656
 // against 2.344-2.394 and S = 1k (B 32) 0.961-0.962 against 0.892-0.893; run 14c, on both
-// sides of the threshold: S = 8k (B 4) 3.973 against 4.494, S = 4k 2.634 against 2.310; run
-// 15a, the query tiles walked down: leaderboard 3.271-3.277 against 3.780-4.033, S = 4k
-// 2.663-2.665 against 2.291-2.321, S = 1k 0.967-0.969 against 0.883. At d = 128 (64-query
-// steps, dQ by columns, three stages): run 15a, leaderboard 5.528-5.596 against 6.453-6.537.
+// sides of the threshold: S = 8k (B 4) 3.973 against 4.494, S = 4k 2.634 against 2.310. Run
+// 15b (the query tiles walked down, the writer's tiles in flight together; one round):
+// leaderboard 3.208 against 3.914, S = 8k 3.638 against 4.361, S = 4k 2.349 against 2.232,
+// S = 2k 1.371 against 1.331, S = 1k 0.896 against 0.884. At d = 128 (64-query steps, dQ by
+// columns, three stages), run 15b: leaderboard 5.550 against 6.511, S = 4k 4.289 against
+// 3.884, S = 1k 1.495 against 1.271 (S = 8k not measured for the two passes).
 // FLASHREF_CUDA_TUNE bwd90=1 picks the other, to compare them. Non-deterministic: the atomic
-// fused kernel, the fastest on every problem measured (run 15a: d = 64 leaderboard
-// 3.024-3.063, S = 4k 2.186-2.189, S = 1k 0.832; d = 128 leaderboard 5.531-5.578).
+// fused kernel, the option named for it (run 15b: d = 64 leaderboard 3.023, S = 1k 0.825,
+// the fastest at d = 64; d = 128 leaderboard 5.421, but S = 4k 4.171 and S = 1k 1.450, slower
+// there than the deterministic default's two passes).
 DqStrategy dq_strategy(Family family, bool deterministic, long long d, long long S_k) {
   if (family != Family::sm90) return DqStrategy::separate_pass;
   if (!deterministic) return DqStrategy::fused_atomic;

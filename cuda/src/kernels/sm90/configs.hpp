@@ -85,8 +85,9 @@ struct FwdConfig<Element, 128> {
 // At d = 128, 64 queries per step with dQ made by columns (BwdFusedColsTraits), three stages
 // (one 32 KB dQ tile leaves room for them: 216 KB). Run 15a, leaderboard: ordered 5.528-5.596,
 // atomic 5.404-5.578, against 6.453-6.537 for the two passes (run 14c: run 14's 64-query
-// kernel with partials and two stages, atomic, 6.684). Which strategy runs is dispatch.cu's
-// dq_strategy, with its measured reasons.
+// kernel with partials and two stages, atomic, 6.684; that kernel and a two-stage one by
+// columns were deleted untimed in run 15, their set of run 15a cut off by the call's limit).
+// Which strategy runs is dispatch.cu's dq_strategy, with its measured reasons.
 template <typename Element, int kD>
 struct BwdConfig;
 template <typename Element>
