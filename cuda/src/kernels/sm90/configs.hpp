@@ -44,7 +44,9 @@ struct FwdConfig<Element, 64> {
 //      128;
 //   3: the kept d = 64 configuration with four stages (unfolded);
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
-//      <= 0 always runs).
+//      <= 0 always runs);
+//   5: the kept d = 64 configuration with each consumer stopping at its own rows' last key tile
+//      (FwdTraitsConsumerEnds; a candidate for short sequences, not yet timed).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -58,6 +60,10 @@ struct FwdVariant<Element, kD, 2> {
 template <typename Element>
 struct FwdVariant<Element, 64, 3> {
   using Traits = FwdTraits<Element, 64, 3, 4, true, 112, true>;
+};
+template <typename Element>
+struct FwdVariant<Element, 64, 5> {
+  using Traits = FwdTraitsConsumerEnds<Element, 64, 3, 3, true, 112, true>;
 };
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two
 // stages (a third does not fit beside Q in 227 KB), ping-pong, pipelined, on a persistent grid.

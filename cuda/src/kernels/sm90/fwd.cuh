@@ -46,6 +46,9 @@ struct FwdTraits {
   static constexpr bool kPersistent = kPersistent_;
   // The softmax scales each score before the row max (FwdTraitsFoldScale: after).
   static constexpr bool kFoldScale = false;
+  // Every consumer computes every key tile of the block's query tile (FwdTraitsConsumerEnds:
+  // each stops at its own rows' last visible key).
+  static constexpr bool kConsumerEnds = false;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
   static constexpr int kBlockN = kBlockN_;         // B_k: 128, or 96 / 112 (smaller S, P~)
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -75,6 +78,20 @@ template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong,
 struct FwdTraitsFoldScale
     : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent> {
   static constexpr bool kFoldScale = true;
+};
+
+// The folded forward in which each consumer computes only the key tiles its own 64 rows see:
+// with a causal mask the first tiles walked (the diagonal's) are above the diagonal for the
+// block's first consumers, and in the last query tile of a sequence the consumers past its
+// last row have no row at all (at S = 1k, 192-row tiles and 112-key tiles, 85 of the 114
+// consumer-tiles are needed). A consumer passes the tiles it does not need (waits for the
+// stage, takes and passes its turn, releases the stage) so the stages and the ping-pong keep
+// their order. A tuning candidate (fwd90=5), not yet timed.
+template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong, int kBlockN,
+          bool kPersistent>
+struct FwdTraitsConsumerEnds
+    : FwdTraitsFoldScale<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent> {
+  static constexpr bool kConsumerEnds = true;
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -289,8 +306,29 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     mbar_wait(bar_q, q_loads & 1);
     ++q_loads;
 
-    // The first key tile visited: S, softmax and P~ (no P~ V yet).
     int n = n_end - 1;
+    if constexpr (T::kConsumerEnds) {
+      // The key tiles this consumer's rows see are [0, n_mine): up to the one holding its last
+      // row's last visible key; it passes through the ones above. A consumer past the tile's
+      // last row, or whose rows see no key, still computes tile 0 (masked: P~ = 0, l = 0, so
+      // O = 0 and L = -inf where it writes at all), which keeps one path through the loop.
+      const int last_row = min(rows_valid, 64 * (c + 1)) - 1;
+      int n_mine = n_end;
+      if (last_row < 64 * c) {
+        n_mine = 1;
+      } else if (args.causal) {
+        const int64_t last_key = last_visible_key(args, row0 + last_row);
+        n_mine = static_cast<int>(max64(1, min64(n_end, last_key / kBlockN + 1)));
+      }
+      for (; n >= n_mine; --n, ++it) {
+        const int st = it % kStages;
+        mbar_wait(bar_k(st), (it / kStages) & 1);  // loaded: this release is of this use
+        take_turn();
+        pass_turn();
+        mbar_arrive(bar_empty(st));
+      }
+    }
+    // The first key tile visited: S, softmax and P~ (no P~ V yet).
     {
       const int st = it % kStages;
       float acc_s[kBlockN / 2];

@@ -93,8 +93,8 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 }
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
-// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..4 at d = 64, 2 and 4
-// at d = 128; another value keeps the configuration of that head dim).
+// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..5 at d = 64, 5 for a
+// positive scale; 2 and 4 at d = 128; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -109,8 +109,10 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     if constexpr (kD == 64) {
       using OneBlockPerTile = typename FwdVariant<Element, 64, 1>::Traits;
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
+      using ConsumerEnds = typename FwdVariant<Element, 64, 5>::Traits;
       if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
       if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
+      if (v == 5 && !unfolded) return launch_fwd<kDtype, ConsumerEnds>(args, stream);
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
