@@ -356,8 +356,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     int m0 = 0;
     for (int it = 0; it < total; ++it) {
       const int st = it % kStages;
-      // query_tile(it) * B_q, carried from step to step (computed from `it`, it cost the
-      // walked-down kernels 8 bytes of spills)
+      // query_tile(it) * B_q, carried from step to step: computed from `it` at every step, it
+      // cost the walked-down kernels 8 bytes of spills.
       m0 = it % per_head == 0 ? query_tile(0) * kBlockM : m0 + (T::kWalkDown ? -kBlockM : kBlockM);
       const float* sL2 = reinterpret_cast<const float*>(base_ptr + vec_offset(st));
       const float* sD = sL2 + kBlockM;
