@@ -101,9 +101,9 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
 }
 
 // How the backward makes dQ (dispatch.cu): the fused strategies exist on sm90 alone; the
-// atomic one only when asked for; the deterministic default is the ordered fused kernel at
-// d = 64 from S_k = 8192 on (run 14b) and the two passes elsewhere; their workspace is dQ's
-// float32 accumulator at the compiled head dim, and one counter per 64-query tile when the
+// atomic one only when asked for; the deterministic default is the ordered fused kernel from
+// S_k = 8192 on, at both head dims (runs 14b, 15b), and the two passes below; their workspace is
+// dQ's float32 accumulator at the compiled head dim, and one counter per 64-query tile when the
 // adds are ordered.
 TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
   for (Family f : {Family::sm80, Family::sm80_tf32, Family::ffma}) {
