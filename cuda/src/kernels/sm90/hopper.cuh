@@ -158,11 +158,14 @@ __device__ __forceinline__ void bulk_wait_complete() {
 
 // A counter in global memory that orders blocks: wait until it reads `value` (acquire), add
 // one (release).
-__device__ __forceinline__ void semaphore_wait_equal(const int* sem, int value) {
+__device__ __forceinline__ bool semaphore_reads(const int* sem, int value) {
   int v;
-  do {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
-  } while (v != value);
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
+  return v == value;
+}
+__device__ __forceinline__ void semaphore_wait_equal(const int* sem, int value) {
+  while (!semaphore_reads(sem, value)) {
+  }
 }
 __device__ __forceinline__ void semaphore_release_add(int* sem) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
