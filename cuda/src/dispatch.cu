@@ -33,10 +33,9 @@ int workspace_rows(int S_q) {
 // fused kernel, the option named for it (run 15b: d = 64 leaderboard 3.023, S = 1k 0.825,
 // the fastest at d = 64; d = 128 leaderboard 5.421, but S = 4k 4.171 and S = 1k 1.450, slower
 // there than the deterministic default's two passes).
-DqStrategy dq_strategy(Family family, bool deterministic, long long d, long long S_k) {
+DqStrategy dq_strategy(Family family, bool deterministic, long long S_k) {
   if (family != Family::sm90) return DqStrategy::separate_pass;
   if (!deterministic) return DqStrategy::fused_atomic;
-  (void)d;  // both compiled head dims measured alike (above)
   constexpr long long kFusedMinKeys = 8192;
   const bool fused_by_default = S_k >= kFusedMinKeys;
   return (tune().bwd90 == 1) != fused_by_default ? DqStrategy::fused_ordered

@@ -22,8 +22,9 @@ int workspace_rows(int S_q);
 // the dK/dV pass (every family), or fused into the dK/dV pass with a float32 accumulator,
 // its adds ordered by key tile (deterministic) or not (ExecutionOptions::deterministic false).
 enum class DqStrategy { separate_pass, fused_ordered, fused_atomic };
-// Which one runs for a problem of head dim d and S_k keys (dispatch.cu, with its measurements).
-DqStrategy dq_strategy(Family family, bool deterministic, long long d, long long S_k);
+// Which one runs for a problem of S_k keys, at either compiled head dim (dispatch.cu, with its
+// measurements).
+DqStrategy dq_strategy(Family family, bool deterministic, long long S_k);
 // The fused strategies' workspace: the accumulator's floats and the ordering counters (ints),
 // both zeroed by launch_backward.
 struct FusedDqWorkspace {

@@ -107,27 +107,22 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
 // adds are ordered.
 TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
   for (Family f : {Family::sm80, Family::sm80_tf32, Family::ffma}) {
-    EXPECT_EQ(dq_strategy(f, true, 64, 16384), DqStrategy::separate_pass) << family_name(f);
-    EXPECT_EQ(dq_strategy(f, false, 64, 16384), DqStrategy::separate_pass) << family_name(f);
+    EXPECT_EQ(dq_strategy(f, true, 16384), DqStrategy::separate_pass) << family_name(f);
+    EXPECT_EQ(dq_strategy(f, false, 16384), DqStrategy::separate_pass) << family_name(f);
   }
-  for (long long d : {40, 64, 128})
-    for (long long S_k : {1, 1024, 8192, 16384}) {
-      EXPECT_EQ(dq_strategy(Family::sm90, false, d, S_k), DqStrategy::fused_atomic);
-      EXPECT_NE(dq_strategy(Family::sm90, true, d, S_k), DqStrategy::fused_atomic);
-    }
+  for (long long S_k : {1, 1024, 8192, 16384}) {
+    EXPECT_EQ(dq_strategy(Family::sm90, false, S_k), DqStrategy::fused_atomic);
+    EXPECT_NE(dq_strategy(Family::sm90, true, S_k), DqStrategy::fused_atomic);
+  }
 }
 
 TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedOnLongSequencesOnly) {
   if (std::getenv("FLASHREF_CUDA_TUNE") != nullptr) GTEST_SKIP() << "FLASHREF_CUDA_TUNE is set";
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 16384), DqStrategy::fused_ordered);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 8192), DqStrategy::fused_ordered);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 40, 8192), DqStrategy::fused_ordered);  // runs at 64
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 8191), DqStrategy::separate_pass);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 64, 1024), DqStrategy::separate_pass);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 16384), DqStrategy::fused_ordered);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 72, 8192), DqStrategy::fused_ordered);  // at 128
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 8191), DqStrategy::separate_pass);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 128, 1024), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 16384), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 8192), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 8191), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 1024), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 1), DqStrategy::separate_pass);
 }
 
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {

@@ -156,8 +156,8 @@ __device__ __forceinline__ void bulk_wait_complete() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
-// A counter in global memory that orders blocks: wait until it reads `value` (acquire), add
-// one (release).
+// A counter in global memory that orders blocks: read it once, or wait until it reads `value`
+// (acquire); add one (release).
 __device__ __forceinline__ bool semaphore_reads(const int* sem, int value) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");

@@ -145,7 +145,7 @@ void launch_bwd(Kernel kernel, const kernels::AttnArgs& args, int tiles, int hea
 }
 
 // The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
-// that also adds dQ's partials, and dQ out of the accumulator, all on `stream`.
+// that also adds dQ's tiles, and dQ out of the accumulator, all on `stream`.
 template <DType kDtype, typename T>
 void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
