@@ -49,6 +49,9 @@ struct AttnArgs {
   // tile that orders the adds (null: the atomic, unordered option).
   float* dq_accum = nullptr;
   int* dq_semaphore = nullptr;
+  // The sm90 kernels' tile order: the tiles of this many (batch, head) pairs are numbered
+  // together, so that their other side stays in L2 (kernels/common/tile_order.hpp); 0: all.
+  int tile_section = 0;
 };
 
 }  // namespace flashref::cuda::kernels

@@ -101,21 +101,24 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 }
 
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N,bwd90=N,
-// writer90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead of
-// variant 0 (fwd 1-3, dq 1, dkdv 1-2), those of the sm90 forward (fwd90 1-5,
+// writer90=N,order90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead
+// of variant 0 (fwd 1-3, dq 1, dkdv 1-2), those of the sm90 forward (fwd90 1-6,
 // kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
 // tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1
 // the one that is not the default, dispatch.cu's dq_strategy; both are always compiled) and
 // the ordered fused backward's writer (writer90: 1 the early read of the next step's counters,
-// kernels/sm90/bwd_dkdv.cuh, WithEarlyPoll).
+// kernels/sm90/bwd_dkdv.cuh, WithEarlyPoll) and the sm90 tile order's L2 budget (order90: 1
+// none, which numbers all heads together as before sections; 2 twice the default, 3 half;
+// kernels/sm90/launch.cuh, tile_order_budget).
 // Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
 // Without it, asking for one (every non-zero value above except f32=1, which picks among the
-// default kernels, and bwd90=1) is an error that says so, never a quiet fall back to the default.
+// default kernels, bwd90=1 and order90) is an error that says so, never a quiet fall back to the
+// default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif
@@ -125,6 +128,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;     // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int writer90 = 0;  // the ordered fused backward's writer: 1 WithEarlyPoll
+  int order90 = 0;   // the sm90 tile order's L2 budget: 0 default, 1 none, 2 twice, 3 half
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -140,13 +144,14 @@ inline const Tune& tune() {
       out = v >= 0 && v <= max ? v : 0;
     };
     read("fwd", r.fwd, 3);
-    read("fwd90", r.fwd90, 5);
+    read("fwd90", r.fwd90, 6);
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("writer90", r.writer90, 1);
+    read("order90", r.order90, 3);
     return r;
   }();
   if constexpr (!kTuningVariants) {
@@ -163,20 +168,28 @@ inline const Tune& tune() {
   return t;
 }
 
-// Multiprocessors of the current device, looked up once per device.
-inline int sm_count() {
+// An attribute of the current device, looked up once per device.
+inline int device_attribute(cudaDeviceAttr attribute, const char* what) {
   static std::mutex mutex;
-  static std::map<int, int> counts;
+  static std::map<std::pair<int, int>, int> values;  // (device, attribute)
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = counts.find(device);
-  if (it != counts.end()) return it->second;
+  const std::pair<int, int> key{device, static_cast<int>(attribute)};
+  auto it = values.find(key);
+  if (it != values.end()) return it->second;
   int n = 0;
-  check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
-             "cudaDeviceGetAttribute(multiprocessors)");
-  counts.emplace(device, n);
+  check_cuda(cudaDeviceGetAttribute(&n, attribute, device),
+             std::string("cudaDeviceGetAttribute(") + what + ")");
+  values.emplace(key, n);
   return n;
+}
+
+inline int sm_count() {
+  return device_attribute(cudaDevAttrMultiProcessorCount, "multiprocessors");
+}
+inline long long l2_cache_bytes() {
+  return device_attribute(cudaDevAttrL2CacheSize, "L2 size");
 }
 
 }  // namespace flashref::cuda

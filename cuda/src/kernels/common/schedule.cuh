@@ -8,8 +8,12 @@
 #include "kernels/common/args.hpp"
 #include "kernels/common/causal.cuh"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/common/tile_order.hpp"
 
 namespace flashref::cuda::kernels {
+
+// The tag of the schedules' sectioned constructors.
+struct SectionedOrder {};
 
 // The forward and the dQ pass: one block per (query tile, head, batch). The query-tile index
 // is the slowest-varying part of blockIdx.x, counted down: with a causal mask the last query
@@ -32,6 +36,16 @@ struct QueryTileSchedule {
   __device__ __forceinline__ QueryTileSchedule(const AttnArgs& args, int index, int m_blocks) {
     const int bh_count = args.B * args.H;
     set(args, m_blocks - 1 - index / bh_count, index % bh_count);
+  }
+  // Tile `index` in sections of args.tile_section (batch, head) pairs (the sm90 kernels,
+  // kernels/common/tile_order.hpp): the tiles of one section's heads, longest first, then the
+  // next section's. While a section runs, its heads' keys and values stay in L2. A section of
+  // every head (tile_section 0, or B * H and more) is the order above.
+  __device__ __forceinline__ QueryTileSchedule(const AttnArgs& args, int index, int m_blocks,
+                                               SectionedOrder) {
+    const auto [section_tile, first_bh, section_bh] =
+        section_of(index, m_blocks, args.B * args.H, args.tile_section);
+    set(args, m_blocks - 1 - section_tile / section_bh, first_bh + section_tile % section_bh);
   }
 
   __device__ __forceinline__ void set(const AttnArgs& args, int m_block, int bh) {
@@ -67,12 +81,18 @@ struct KeyTileSchedule {
 
   __device__ __forceinline__ explicit KeyTileSchedule(const AttnArgs& args) {
     const int bkv_count = args.B * args.H_kv;
-    const int n_block = blockIdx.x / bkv_count;
-    const int bkv = blockIdx.x % bkv_count;
-    b = bkv / args.H_kv;
-    h_kv = bkv % args.H_kv;
-    n0 = n_block * kBlockN;
-    keys_valid = min(kBlockN, args.S_k - n0);
+    set(args, blockIdx.x / bkv_count, blockIdx.x % bkv_count);
+  }
+
+  // Tile `index` of the n_blocks * B * H_kv in sections of args.tile_section (batch, key/value
+  // head) pairs, key tiles ascending within each (the sm90 kernels; as QueryTileSchedule's).
+  // Each head's key tiles keep their order, so the ordered fused backward's tile j still comes
+  // after j - 1 (bwd_dkdv.cuh).
+  __device__ __forceinline__ KeyTileSchedule(const AttnArgs& args, int index, int n_blocks,
+                                             SectionedOrder) {
+    const auto [section_tile, first_bkv, section_bkv] =
+        section_of(index, n_blocks, args.B * args.H_kv, args.tile_section);
+    set(args, section_tile / section_bkv, first_bkv + section_tile % section_bkv);
   }
 
   // With a causal mask the block visits query tiles [result, m_tiles): query q sees key n0
@@ -81,6 +101,13 @@ struct KeyTileSchedule {
   __device__ __forceinline__ int causal_query_tiles_begin(const AttnArgs& args, int m_tiles) const {
     const int64_t first_q = first_seeing_query(args, n0);
     return first_q <= 0 ? 0 : (first_q >= args.S_q ? m_tiles : static_cast<int>(first_q / kBlockM));
+  }
+
+  __device__ __forceinline__ void set(const AttnArgs& args, int n_block, int bkv) {
+    b = bkv / args.H_kv;
+    h_kv = bkv % args.H_kv;
+    n0 = n_block * kBlockN;
+    keys_valid = min(kBlockN, args.S_k - n0);
   }
 };
 

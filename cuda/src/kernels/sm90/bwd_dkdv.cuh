@@ -1,8 +1,8 @@
 // Backward on Hopper (sm_90a), the pass that owns dK and dV: Alg. 2 from the key side on
 // wgmma, with the tiles brought by the TMA and the block split by role.
 //
-// Grid and order as the sm80 pass (KeyTileSchedule): one block per (key tile, key/value head,
-// batch); the block loops over (query head of its group, query tile that sees the key tile),
+// Grid as the sm80 pass (KeyTileSchedule): one block per (key tile, key/value head, batch), in
+// sections of heads that share L2 (its sectioned order); the block loops over (query head of its group, query tile that sees the key tile),
 // heads ascending then tiles ascending (fused: descending, kWalkDown), and sums each dK/dV row
 // in that fixed order: no atomics, bitwise reproducible, GQA's sum over the group inside the
 // loop.
@@ -171,7 +171,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqTiles + u); };
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const KeyTileSchedule<kBlockM, kBlockN> tile(args);
+  const KeyTileSchedule<kBlockM, kBlockN> tile(args, static_cast<int>(blockIdx.x),
+                                                ceil_div(args.S_k, kBlockN), SectionedOrder{});
   const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
 
   // Query tiles that see at least one key of this tile: all, or with a causal mask those from

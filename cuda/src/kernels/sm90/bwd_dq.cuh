@@ -2,7 +2,8 @@
 // two-pass backward: this pass and bwd_dkdv.cuh read the same inputs and write disjoint
 // outputs, so neither needs atomics and both are deterministic).
 //
-// Grid and order as the forward (QueryTileSchedule): one block per (query tile, head, batch).
+// Grid and order as the forward (QueryTileSchedule's sectioned order): one block per (query
+// tile, head, batch).
 // Warpgroup 0 is the producer: one thread loads Q_i and dO_i, then K_j and V_j of every key
 // tile the block sees into the next free stage. Warpgroups 1 and 2 are the consumers, 64 query
 // rows each, holding L'_i and D_i of their rows in registers:
@@ -65,7 +66,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto bar_empty = [&](int st) { return bar_q + 8 * (1 + 2 * kStages + st); };
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const QueryTileSchedule<kBlockM, kBlockN> tile(args);
+  const QueryTileSchedule<kBlockM, kBlockN> tile(args, static_cast<int>(blockIdx.x),
+                                                  ceil_div(args.S_q, kBlockM), SectionedOrder{});
   const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   int n_end = ceil_div(args.S_k, kBlockN);
   if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);

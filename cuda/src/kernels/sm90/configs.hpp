@@ -46,7 +46,9 @@ struct FwdConfig<Element, 64> {
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
 //      <= 0 always runs);
 //   5: the kept d = 64 configuration with each consumer stopping at its own rows' last key tile
-//      (FwdTraitsConsumerEnds; a candidate for short sequences, not yet timed).
+//      (FwdTraitsConsumerEnds; a candidate for short sequences, not yet timed);
+//   6: the kept d = 128 configuration with three stages (225 KB of the 227; a candidate, not
+//      yet timed).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -64,6 +66,10 @@ struct FwdVariant<Element, 64, 3> {
 template <typename Element>
 struct FwdVariant<Element, 64, 5> {
   using Traits = FwdTraitsConsumerEnds<Element, 64, 3, 3, true, 112, true>;
+};
+template <typename Element>
+struct FwdVariant<Element, 128, 6> {
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true>;
 };
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two
 // stages (a third does not fit beside Q in 227 KB), ping-pong, pipelined, on a persistent grid.

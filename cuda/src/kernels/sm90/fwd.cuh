@@ -1,8 +1,8 @@
 // Forward pass on Hopper (sm_90a): Algorithm 1 on wgmma, with the tiles brought by the TMA and
 // the block split by role (FlashAttention-3's structure).
 //
-// Grid: one block per (query tile, head, batch), longest query tiles first (QueryTileSchedule),
-// or with kPersistent one block per multiprocessor that loops over query tiles (tile_of_round).
+// Grid: one block per (query tile, head, batch), longest query tiles first within sections of
+// heads that share L2 (QueryTileSchedule's sectioned order), or with kPersistent one block per multiprocessor that loops over query tiles (tile_of_round).
 // Warpgroup 0 is the producer: after lending its registers (setmaxnreg), one thread loads Q_i
 // (once the consumers have released the previous tile's) and then, for each key tile j and
 // stage s (the block's running count of K/V loads mod kStages), waits for s to be empty and
@@ -160,8 +160,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   // The block's query tiles: blockIdx.x, then (a persistent grid, smaller than the tile count)
   // one per round of gridDim.x, every other round walked backwards. The tiles are numbered
-  // longest first (Schedule), so the snake pairs a block's long tile of one round with a short
-  // one of the next and the blocks' totals stay level. One block per tile: one round.
+  // longest first within sections of heads (Schedule, SectionedOrder), so the snake pairs a
+  // block's long tile of one round with a short one of the next and the blocks' totals stay
+  // level (the launcher picks sections and grid for it, kernels/common/tile_order.hpp). One
+  // block per tile: one round.
   const int m_blocks = ceil_div(args.S_q, kBlockM);
   const int tiles = m_blocks * args.B * args.H;
   auto tile_of_round = [&](int r) {
@@ -193,7 +195,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int r = 0;; ++r) {
         const int index = tile_of_round(r);
         if (index >= tiles) break;
-        const Schedule tile(args, index, m_blocks);
+        const Schedule tile(args, index, m_blocks, SectionedOrder{});
         const int n_end = key_tiles_end(tile);
         if (n_end == 0) continue;  // the consumers write it; nothing to load
         // Alg. 1 line 5: load Q_i, once the consumers are done with the previous tile's.
@@ -274,7 +276,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   for (int r = 0;; ++r) {
     const int index = tile_of_round(r);
     if (index >= tiles) break;
-    const Schedule tile(args, index, m_blocks);
+    const Schedule tile(args, index, m_blocks, SectionedOrder{});
     const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
     const int n_end = key_tiles_end(tile);
     Element* o_tile = row_ptr<Element>(args.o, b, row0, h);

@@ -10,11 +10,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "flashref/dtype.hpp"
 #include "flashref/error.hpp"
 #include "kernels/common/launch.cuh"
+#include "kernels/common/tile_order.hpp"
 #include "kernels/sm90/bwd_dkdv.cuh"
 #include "kernels/sm90/bwd_dq.cuh"
 #include "kernels/sm90/bwd_postprocess.cuh"
@@ -63,6 +65,30 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
   return map;
 }
 
+// The L2 bytes a tile order's section may fill with the other side's tiles
+// (kernels/common/tile_order.hpp), for `sharing` kernels running at once: three quarters of L2
+// (the rest for the tiles read or written once), or FLASHREF_CUDA_TUNE's order90 (1: no limit,
+// one section; 2: twice; 3: half).
+inline long long tile_order_budget(int sharing) {
+  const long long budget = l2_cache_bytes() * 3 / 4 / sharing;
+  switch (tune().order90) {
+    case 1:
+      return std::numeric_limits<long long>::max() / 2;
+    case 2:
+      return 2 * budget;
+    case 3:
+      return budget / 2;
+    default:
+      return budget;
+  }
+}
+
+// What one (batch, head) pair's tiles read of the other side: `rows` rows of two d-column
+// tensors of 16-bit elements, of `heads` heads (a GQA group's queries for a key tile).
+inline long long other_side_bytes(int rows, int kD, int heads) {
+  return static_cast<long long>(rows) * kD * 2 * 2 * heads;
+}
+
 template <DType kDtype>
 constexpr CUtensorMapDataType tensor_map_type() {
   return kDtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -79,22 +105,37 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
       tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
   const CUtensorMap v =
       tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
-  const unsigned tiles = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
+  const int m_blocks = kernels::ceil_div(args.S_q, T::kBlockM);
+  const unsigned tiles = grid_size(m_blocks, args.H, args.B);
   if (tiles == 0) return;
-  // Persistent: one block per multiprocessor (the registers allow no second one).
-  const unsigned grid = T::kPersistent ? std::min(tiles, static_cast<unsigned>(sm_count())) : tiles;
+  // Persistent: one block per multiprocessor (the registers allow no second one), or a few
+  // less where that levels the load of a sectioned order.
+  kernels::AttnArgs ordered = args;
+  unsigned grid = tiles;
+  // A query tile reads its head's keys and values (per query head: a GQA group shares them).
+  const long long bytes = other_side_bytes(args.S_k, kD, 1) / args.group;
+  if constexpr (T::kPersistent) {
+    const auto order = kernels::persistent_order(m_blocks, static_cast<long long>(args.B) * args.H,
+                                                 bytes, tile_order_budget(1), sm_count());
+    ordered.tile_section = static_cast<int>(order.section);
+    grid = static_cast<unsigned>(order.grid);
+  } else {
+    ordered.tile_section = static_cast<int>(kernels::tile_section(
+        static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), sm_count()));
+  }
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
   const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
                                          T::kThreads, T::kSmemBytes);
   const auto kernel = kernels::sm90::fwd_wgmma_kernel<T>;
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, args);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
   check_cuda(cudaGetLastError(), label);
 }
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..5 at d = 64, 5 for a
-// positive scale; 2 and 4 at d = 128; another value keeps the configuration of that head dim).
+// positive scale; 2, 4 and 6 at d = 128, 6 for a positive scale; another value keeps the
+// configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -113,6 +154,9 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
       if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
       if (v == 5 && !unfolded) return launch_fwd<kDtype, ConsumerEnds>(args, stream);
+    } else {
+      using ThreeStages = typename FwdVariant<Element, 128, 6>::Traits;
+      if (v == 6 && !unfolded) return launch_fwd<kDtype, ThreeStages>(args, stream);
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
@@ -123,10 +167,11 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
 
 // One backward kernel with Q and dO in boxes of T::kBlockM rows and K and V in boxes of
 // T::kBlockN rows; `tiles`, `heads` size the grid (per query tile and head, or per key tile and
-// key/value head).
+// key/value head); `section` numbers its tiles (AttnArgs::tile_section).
 template <DType kDtype, typename T, typename Kernel>
-void launch_bwd(Kernel kernel, const kernels::AttnArgs& args, int tiles, int heads,
+void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, long long section,
                 const char* name, cudaStream_t stream) {
+  args.tile_section = static_cast<int>(section);
   constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
   const CUtensorMap d_o =
@@ -144,6 +189,22 @@ void launch_bwd(Kernel kernel, const kernels::AttnArgs& args, int tiles, int hea
   check_cuda(cudaGetLastError(), label);
 }
 
+// The sections of the backward's grids, for `sharing` kernels at once: a query tile (the dQ
+// pass) reads its head's keys and values, a key tile (the dK/dV pass, fused or not) the
+// queries and dO of its group's heads.
+template <typename T>
+long long query_tile_section(const kernels::AttnArgs& args, int sharing) {
+  return kernels::tile_section(static_cast<long long>(args.B) * args.H,
+                               other_side_bytes(args.S_k, T::kD, 1) / args.group,
+                               tile_order_budget(sharing), sm_count());
+}
+template <typename T>
+long long key_tile_section(const kernels::AttnArgs& args, int sharing) {
+  return kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
+                               other_side_bytes(args.S_q, T::kD, args.group),
+                               tile_order_budget(sharing), sm_count());
+}
+
 // The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
 // that also adds dQ's tiles, and dQ out of the accumulator, all on `stream`.
 template <DType kDtype, typename T>
@@ -157,6 +218,7 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
         "zeroing the fused backward's dQ counters");
   launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
                         kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv,
+                        key_tile_section<T>(args, 1),
                         T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
                                                                 : "bwd_fused_atomic_wgmma",
                         stream);
@@ -170,10 +232,11 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
 template <DType kDtype, typename Dq, typename Dkv>
 void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
-                         kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, "bwd_dq_wgmma", stream);
+                         kernels::ceil_div(args.S_q, Dq::kBlockM), args.H,
+                         query_tile_section<Dq>(args, 2), "bwd_dq_wgmma", stream);
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
-                          kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv, "bwd_dkdv_wgmma",
-                          side);
+                          kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
+                          key_tile_section<Dkv>(args, 2), "bwd_dkdv_wgmma", side);
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
