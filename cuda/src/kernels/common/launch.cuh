@@ -109,8 +109,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // the one that is not the default, dispatch.cu's dq_strategy; both are always compiled) and
 // the ordered fused backward's writer (writer90: 1 the early read of the next step's counters,
 // kernels/sm90/bwd_dkdv.cuh, WithEarlyPoll) and the sm90 tile order's L2 budget (order90: 1
-// none, which numbers all heads together as before sections; 2 twice the default, 3 half;
-// kernels/sm90/launch.cuh, tile_order_budget).
+// none, which numbers all heads together as before sections; 2 twice the default, 3 half; 4
+// sections of three heads whatever the sizes, for the tests; kernels/sm90/launch.cuh).
 // Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
@@ -128,7 +128,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;     // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int writer90 = 0;  // the ordered fused backward's writer: 1 WithEarlyPoll
-  int order90 = 0;   // the sm90 tile order's L2 budget: 0 default, 1 none, 2 twice, 3 half
+  int order90 = 0;   // the sm90 tile order: 0 default; L2 budget 1 none, 2 twice, 3 half; 4 test
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -151,7 +151,7 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("writer90", r.writer90, 1);
-    read("order90", r.order90, 3);
+    read("order90", r.order90, 4);
     return r;
   }();
   if constexpr (!kTuningVariants) {

@@ -83,6 +83,13 @@ inline long long tile_order_budget(int sharing) {
   }
 }
 
+// The section to run: `planned`, or with order90=4 three pairs whatever the sizes, so that the
+// test suites' small problems run every path of the sectioned decode (several sections, a
+// short last one).
+inline long long section_to_run(long long planned) {
+  return tune().order90 == 4 ? 3 : planned;
+}
+
 // What one (batch, head) pair's tiles read of the other side: `rows` rows of two d-column
 // tensors of 16-bit elements, of `heads` heads (a GQA group's queries for a key tile).
 inline long long other_side_bytes(int rows, int kD, int heads) {
@@ -117,11 +124,11 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   if constexpr (T::kPersistent) {
     const auto order = kernels::persistent_order(m_blocks, static_cast<long long>(args.B) * args.H,
                                                  bytes, tile_order_budget(1), sm_count());
-    ordered.tile_section = static_cast<int>(order.section);
+    ordered.tile_section = static_cast<int>(section_to_run(order.section));
     grid = static_cast<unsigned>(order.grid);
   } else {
-    ordered.tile_section = static_cast<int>(kernels::tile_section(
-        static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), sm_count()));
+    ordered.tile_section = static_cast<int>(section_to_run(kernels::tile_section(
+        static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), sm_count())));
   }
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
   const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
@@ -194,15 +201,15 @@ void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, lon
 // queries and dO of its group's heads.
 template <typename T>
 long long query_tile_section(const kernels::AttnArgs& args, int sharing) {
-  return kernels::tile_section(static_cast<long long>(args.B) * args.H,
-                               other_side_bytes(args.S_k, T::kD, 1) / args.group,
-                               tile_order_budget(sharing), sm_count());
+  return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H,
+                                              other_side_bytes(args.S_k, T::kD, 1) / args.group,
+                                              tile_order_budget(sharing), sm_count()));
 }
 template <typename T>
 long long key_tile_section(const kernels::AttnArgs& args, int sharing) {
-  return kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
-                               other_side_bytes(args.S_q, T::kD, args.group),
-                               tile_order_budget(sharing), sm_count());
+  return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
+                                              other_side_bytes(args.S_q, T::kD, args.group),
+                                              tile_order_budget(sharing), sm_count()));
 }
 
 // The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
