@@ -83,7 +83,7 @@ TEST(CudaTileOrder, ThePersistentGridKeepsTheSnakeLevelAndTheSectionInTheBudget)
       const int tiles_per_pair = static_cast<int>((S + rows - 1) / rows);
       const long long bytes = S * d * 4;
       const PersistentOrder order =
-          persistent_order(tiles_per_pair, pairs, bytes, kBudget, kH200Sms);
+          persistent_order(tiles_per_pair, pairs, bytes, kBudget, kH200Sms, kH200Sms);
       SCOPED_TRACE("d " + std::to_string(d) + ", S " + std::to_string(S));
       EXPECT_GE(order.grid * 16, kH200Sms * 15);
       EXPECT_LE(order.grid, kH200Sms);
@@ -99,12 +99,12 @@ TEST(CudaTileOrder, ThePersistentGridKeepsTheSnakeLevelAndTheSectionInTheBudget)
 
 TEST(CudaTileOrder, ShortSequencesGetSectionsThatFitInL2) {
   // S = 1k, B 32, H 16: 512 heads of 512 KB at d = 128 (query tiles of 128 rows, 8 per head).
-  const PersistentOrder order = persistent_order(8, 512, 512 * 1024, kBudget, kH200Sms);
+  const PersistentOrder order = persistent_order(8, 512, 512 * 1024, kBudget, kH200Sms, kH200Sms);
   EXPECT_LT(order.section, 512);
   EXPECT_LE(order.section * 512 * 1024, kBudget);
   EXPECT_EQ(order.grid, kH200Sms);
   // The leaderboard keeps one section: a wave holds eight tiles of each of its 16 heads.
-  EXPECT_EQ(persistent_order(86, 16, 16384 * 64 * 4, kBudget, kH200Sms).section, 16);
+  EXPECT_EQ(persistent_order(86, 16, 16384 * 64 * 4, kBudget, kH200Sms, kH200Sms).section, 16);
 }
 
 }  // namespace

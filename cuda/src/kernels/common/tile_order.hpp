@@ -62,14 +62,15 @@ struct PersistentOrder {
 // load is level when each pair of rounds covers whole query-tile rows of one section: then
 // the two tiles of a block are k - 1 rows apart in sum over any pair, for k = 2G / section rows
 // per pair of rounds. That needs section | 2G and k | tiles_per_pair. Among grids down to
-// 15/16 of the multiprocessors and sections up to tile_section's, the largest grid and then
+// 15/16 of the multiprocessors and sections up to tile_section's (for a wave of `wave`
+// blocks), the largest grid and then
 // the largest section that do it; when none does, tile_section's section on every
 // multiprocessor (level to within a tile per section).
 inline PersistentOrder persistent_order(long long tiles_per_pair, long long pairs,
                                         long long bytes_per_pair, long long budget,
-                                        long long multiprocessors) {
+                                        long long multiprocessors, long long wave) {
   const long long tiles = tiles_per_pair * pairs;
-  const long long most = tile_section(pairs, bytes_per_pair, budget, multiprocessors);
+  const long long most = tile_section(pairs, bytes_per_pair, budget, wave);
   if (most >= pairs || tiles_per_pair <= 0) return {pairs, std::min(tiles, multiprocessors)};
   for (long long grid = multiprocessors; grid * 16 >= multiprocessors * 15 && grid > 0; --grid)
     for (long long section = most; section >= 1; --section)

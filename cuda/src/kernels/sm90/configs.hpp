@@ -45,10 +45,7 @@ struct FwdConfig<Element, 64> {
 //   3: the kept d = 64 configuration with four stages (unfolded);
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
 //      <= 0 always runs);
-//   5: the kept d = 64 configuration with each consumer stopping at its own rows' last key tile
-//      (FwdTraitsConsumerEnds; a candidate for short sequences, not yet timed);
-//   6: the kept d = 128 configuration with three stages (225 KB of the 227; a candidate, not
-//      yet timed).
+//   6: the d = 128 configuration before run 17, with two stages (folded).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -64,22 +61,21 @@ struct FwdVariant<Element, 64, 3> {
   using Traits = FwdTraits<Element, 64, 3, 4, true, 112, true>;
 };
 template <typename Element>
-struct FwdVariant<Element, 64, 5> {
-  using Traits = FwdTraitsConsumerEnds<Element, 64, 3, 3, true, 112, true>;
-};
-template <typename Element>
 struct FwdVariant<Element, 128, 6> {
-  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true>;
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
 };
-// d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), two
-// stages (a third does not fit beside Q in 227 KB), ping-pong, pipelined, on a persistent grid.
-// Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the
+// d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
+// stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
+// grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the
 // persistent grid 1.971-1.986 against 1.992-2.006 for a block per tile, and 0.429-0.430
-// against 0.468 at S = 1k (FlashAttention-3's grid).
+// against 0.468 at S = 1k (FlashAttention-3's grid). Run 17 (bench/results/2026-12-02-h200-
+// run17a, medians of 20, sectioned order): three stages against two (fwd90=6), S = 1k (B 32)
+// 0.340 against 0.362 ms, 2k 0.542 against 0.577, 4k 0.974 against 1.053: the next tile's keys
+// load under the last products and the epilogue.
 template <typename Element>
 struct FwdConfig<Element, 128> {
-  using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
-  using Unfolded = FwdTraits<Element, 128, 2, 2, true, 128, true>;
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true>;
+  using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 
 // The backward's two passes (dQ; dK and dV): three stages in both, and at d = 64 the dQ pass

@@ -2,13 +2,13 @@
 // the block split by role (FlashAttention-3's structure).
 //
 // Grid: one block per (query tile, head, batch), longest query tiles first within sections of
-// heads that share L2 (QueryTileSchedule's sectioned order), or with kPersistent one block per multiprocessor that loops over query tiles (tile_of_round).
-// Warpgroup 0 is the producer: after lending its registers (setmaxnreg), one thread loads Q_i
-// (once the consumers have released the previous tile's) and then, for each key tile j and
-// stage s (the block's running count of K/V loads mod kStages), waits for s to be empty and
-// loads K_j and V_j into it, each completing on its own "full" mbarrier. Warpgroups
-// 1..kConsumers are the consumers, each owning 64 query rows; they wait on "full" and arrive on
-// "empty", and release Q once the tile's last S has landed.
+// heads that share L2 (QueryTileSchedule's sectioned order), or with kPersistent one block per
+// multiprocessor that loops over query tiles (tile_of_round). Warpgroup 0 is the producer: after
+// lending its registers (setmaxnreg), one thread loads Q_i (once the consumers have released the
+// previous tile's) and then, for each key tile j and stage s (the block's running count of K/V
+// loads mod kStages), waits for s to be empty and loads K_j and V_j into it, each completing on its
+// own "full" mbarrier. Warpgroups 1..kConsumers are the consumers, each owning 64 query rows; they
+// wait on "full" and arrive on "empty", and release Q once the tile's last S has landed.
 //
 // A consumer, per key tile j (walked from the last to the first, so the masked tiles come
 // first), with the products pipelined so that the softmax runs under a product:
@@ -46,9 +46,6 @@ struct FwdTraits {
   static constexpr bool kPersistent = kPersistent_;
   // The softmax scales each score before the row max (FwdTraitsFoldScale: after).
   static constexpr bool kFoldScale = false;
-  // Every consumer computes every key tile of the block's query tile (FwdTraitsConsumerEnds:
-  // each stops at its own rows' last visible key).
-  static constexpr bool kConsumerEnds = false;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
   static constexpr int kBlockN = kBlockN_;         // B_k: 128, or 96 / 112 (smaller S, P~)
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -78,20 +75,6 @@ template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong,
 struct FwdTraitsFoldScale
     : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent> {
   static constexpr bool kFoldScale = true;
-};
-
-// The folded forward in which each consumer computes only the key tiles its own 64 rows see:
-// with a causal mask the first tiles walked (the diagonal's) are above the diagonal for the
-// block's first consumers, and in the last query tile of a sequence the consumers past its
-// last row have no row at all (at S = 1k, 192-row tiles and 112-key tiles, 85 of the 114
-// consumer-tiles are needed). A consumer passes the tiles it does not need (waits for the
-// stage, takes and passes its turn, releases the stage) so the stages and the ping-pong keep
-// their order. A tuning candidate (fwd90=5), not yet timed.
-template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong, int kBlockN,
-          bool kPersistent>
-struct FwdTraitsConsumerEnds
-    : FwdTraitsFoldScale<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent> {
-  static constexpr bool kConsumerEnds = true;
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -309,27 +292,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     ++q_loads;
 
     int n = n_end - 1;
-    if constexpr (T::kConsumerEnds) {
-      // The key tiles this consumer's rows see are [0, n_mine): up to the one holding its last
-      // row's last visible key; it passes through the ones above. A consumer past the tile's
-      // last row, or whose rows see no key, still computes tile 0 (masked: P~ = 0, l = 0, so
-      // O = 0 and L = -inf where it writes at all), which keeps one path through the loop.
-      const int last_row = min(rows_valid, 64 * (c + 1)) - 1;
-      int n_mine = n_end;
-      if (last_row < 64 * c) {
-        n_mine = 1;
-      } else if (args.causal) {
-        const int64_t last_key = last_visible_key(args, row0 + last_row);
-        n_mine = static_cast<int>(max64(1, min64(n_end, last_key / kBlockN + 1)));
-      }
-      for (; n >= n_mine; --n, ++it) {
-        const int st = it % kStages;
-        mbar_wait(bar_k(st), (it / kStages) & 1);  // loaded: this release is of this use
-        take_turn();
-        pass_turn();
-        mbar_arrive(bar_empty(st));
-      }
-    }
     // The first key tile visited: S, softmax and P~ (no P~ V yet).
     {
       const int st = it % kStages;

@@ -83,6 +83,13 @@ inline long long tile_order_budget(int sharing) {
   }
 }
 
+// The wave below which a problem keeps one section when each wave holds two tiles of each
+// head (kernels/common/tile_order.hpp): the multiprocessors (one block each), or with
+// order90=5 none, so that every problem whose heads overflow the budget gets sections.
+inline long long tile_order_wave() {
+  return tune().order90 == 5 ? 0 : sm_count();
+}
+
 // The section to run: `planned`, or with order90=4 three pairs whatever the sizes, so that the
 // test suites' small problems run every path of the sectioned decode (several sections, a
 // short last one).
@@ -122,13 +129,14 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   // A query tile reads its head's keys and values (per query head: a GQA group shares them).
   const long long bytes = other_side_bytes(args.S_k, kD, 1) / args.group;
   if constexpr (T::kPersistent) {
-    const auto order = kernels::persistent_order(m_blocks, static_cast<long long>(args.B) * args.H,
-                                                 bytes, tile_order_budget(1), sm_count());
+    const auto order =
+        kernels::persistent_order(m_blocks, static_cast<long long>(args.B) * args.H, bytes,
+                                  tile_order_budget(1), sm_count(), tile_order_wave());
     ordered.tile_section = static_cast<int>(section_to_run(order.section));
     grid = static_cast<unsigned>(order.grid);
   } else {
     ordered.tile_section = static_cast<int>(section_to_run(kernels::tile_section(
-        static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), sm_count())));
+        static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), tile_order_wave())));
   }
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
   const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
@@ -140,9 +148,9 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 }
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
-// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..5 at d = 64, 5 for a
-// positive scale; 2, 4 and 6 at d = 128, 6 for a positive scale; another value keeps the
-// configuration of that head dim).
+// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..4 at d = 64; 2, 4
+// and 6 at d = 128, 6 for a positive scale; another value keeps the configuration of that
+// head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -157,13 +165,11 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     if constexpr (kD == 64) {
       using OneBlockPerTile = typename FwdVariant<Element, 64, 1>::Traits;
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
-      using ConsumerEnds = typename FwdVariant<Element, 64, 5>::Traits;
       if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
       if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
-      if (v == 5 && !unfolded) return launch_fwd<kDtype, ConsumerEnds>(args, stream);
     } else {
-      using ThreeStages = typename FwdVariant<Element, 128, 6>::Traits;
-      if (v == 6 && !unfolded) return launch_fwd<kDtype, ThreeStages>(args, stream);
+      using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
+      if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
@@ -203,13 +209,13 @@ template <typename T>
 long long query_tile_section(const kernels::AttnArgs& args, int sharing) {
   return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H,
                                               other_side_bytes(args.S_k, T::kD, 1) / args.group,
-                                              tile_order_budget(sharing), sm_count()));
+                                              tile_order_budget(sharing), tile_order_wave()));
 }
 template <typename T>
 long long key_tile_section(const kernels::AttnArgs& args, int sharing) {
   return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
                                               other_side_bytes(args.S_q, T::kD, args.group),
-                                              tile_order_budget(sharing), sm_count()));
+                                              tile_order_budget(sharing), tile_order_wave()));
 }
 
 // The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
