@@ -17,8 +17,8 @@ namespace flashref::cuda::kernels::sm90 {
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
                                           uint32_t bar) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          dst),
       "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
       : "memory");
 }
@@ -31,9 +31,9 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
 // that the next use of sOut waits for the stores.
 template <int kRows, int kD, int kThreads>
 __device__ __forceinline__ void store_consumer_tile(float* sOut, const float (&acc)[kD / 2],
-                                                    float mul, const TensorArg& out, int code,
-                                                    int64_t offset, int rows_valid, int d,
-                                                    int lane_row, int t, int ctid, int bar) {
+                                                   float mul, const TensorArg& out, int code,
+                                                   int64_t offset, int rows_valid, int d,
+                                                   int lane_row, int t, int ctid, int bar) {
   constexpr int kOutStride = kD + 4;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {

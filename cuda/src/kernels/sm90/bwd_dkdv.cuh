@@ -2,10 +2,10 @@
 // wgmma, with the tiles brought by the TMA and the block split by role.
 //
 // Grid as the sm80 pass (KeyTileSchedule): one block per (key tile, key/value head, batch), in
-// sections of heads that share L2 (its sectioned order); the block loops over (query head of its
-// group, query tile that sees the key tile), heads ascending then tiles ascending (fused:
-// descending, kWalkDown), and sums each dK/dV row in that fixed order: no atomics, bitwise
-// reproducible, GQA's sum over the group inside the loop.
+// sections of heads that share L2 (its sectioned order); the block loops over (query head of its group, query tile that sees the key tile),
+// heads ascending then tiles ascending (fused: descending, kWalkDown), and sums each dK/dV row
+// in that fixed order: no atomics, bitwise reproducible, GQA's sum over the group inside the
+// loop.
 //
 // Warpgroup 0 is the producer: one thread loads K_j and V_j once, then for each step, into the
 // next free stage, Q_i, dO_i (TMA) and L'_i, D_i (bulk copies of the padded workspace rows), all
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   const KeyTileSchedule<kBlockM, kBlockN> tile(args, static_cast<int>(blockIdx.x),
-                                               ceil_div(args.S_k, kBlockN), SectionedOrder{});
+                                                ceil_div(args.S_k, kBlockN), SectionedOrder{});
   const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
 
   // Query tiles that see at least one key of this tile: all, or with a causal mask those from

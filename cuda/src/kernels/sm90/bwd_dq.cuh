@@ -10,8 +10,7 @@
 //   S = Q_i K_j^T, dP = dO_i V_j^T     wgmma m64n{B_k}k16, both from shared memory (lines 11, 14)
 //   P = 2^(s' - L'_i)                  line 12; 0 above the causal diagonal and past S_k
 //   dS = P * (dP - D_i)                line 15
-//   dQ_i += dS K_j                     line 16; dS from registers, K MN-major; dQ *= scale at the
-//   end
+//   dQ_i += dS K_j                     line 16; dS from registers, K MN-major; dQ *= scale at the end
 #pragma once
 
 #include <cuda.h>
@@ -31,8 +30,8 @@ template <typename Element_, int kD_, int kStages_, int kBlockN_>
 struct BwdDqTraits {
   using Element = Element_;
   static constexpr int kD = kD_;
-  static constexpr int kStages = kStages_;         // (K_j, V_j) stages
-  static constexpr int kConsumers = 2;             // warpgroups of 64 query rows
+  static constexpr int kStages = kStages_;  // (K_j, V_j) stages
+  static constexpr int kConsumers = 2;      // warpgroups of 64 query rows
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
   static constexpr int kBlockN = kBlockN_;         // B_k
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -68,7 +67,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   const QueryTileSchedule<kBlockM, kBlockN> tile(args, static_cast<int>(blockIdx.x),
-                                                 ceil_div(args.S_q, kBlockM), SectionedOrder{});
+                                                  ceil_div(args.S_q, kBlockM), SectionedOrder{});
   const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   int n_end = ceil_div(args.S_k, kBlockN);
   if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);
@@ -92,8 +91,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int cb = 0; cb < T::kColBlocks; ++cb) {
         tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kBlockCols, row0, h,
                     b);
-        tma_load_4d(sdO + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_q, cb * kBlockCols, row0, h,
-                    b);
+        tma_load_4d(sdO + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_q, cb * kBlockCols, row0,
+                    h, b);
       }
       for (int n = 0; n < n_end; ++n) {  // line 7, for every key tile, into the next free stage
         const int st = n % kStages;
@@ -101,13 +100,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_expect_tx(bar_k(st), T::kKVBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k(st), cb * kBlockCols,
-                      n * kBlockN, tile.h_kv, b);
+          tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k(st),
+                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
         mbar_expect_tx(bar_v(st), T::kKVBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v(st), cb * kBlockCols,
-                      n * kBlockN, tile.h_kv, b);
+          tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v(st),
+                      cb * kBlockCols, n * kBlockN, tile.h_kv, b);
       }
     }
     return;
@@ -139,7 +138,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) acc_dq[i] = 0.0f;
 
-  auto issue_scores = [&](float(&acc)[kBlockN / 2], uint32_t rows, uint32_t cols) {
+  auto issue_scores = [&](float (&acc)[kBlockN / 2], uint32_t rows, uint32_t cols) {
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;

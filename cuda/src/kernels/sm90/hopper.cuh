@@ -131,10 +131,10 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 // mma C or A fragment), and lane 8j + r gives the address of stored row r of matrix j, which
 // receives column r (8 elements, 16 bytes).
 __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
-  asm volatile(
-      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-      : "memory");
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                   addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 // dst[i] += src[i] for `bytes` of float32 (a multiple of 16, both 16-byte aligned), from shared
