@@ -2,10 +2,10 @@
 // wgmma, with the tiles brought by the TMA and the block split by role.
 //
 // Grid as the sm80 pass (KeyTileSchedule): one block per (key tile, key/value head, batch), in
-// sections of heads that share L2 (its sectioned order); the block loops over (query head of its group, query tile that sees the key tile),
-// heads ascending then tiles ascending (fused: descending, kWalkDown), and sums each dK/dV row
-// in that fixed order: no atomics, bitwise reproducible, GQA's sum over the group inside the
-// loop.
+// sections of heads that share L2 (its sectioned order); the block loops over (query head of
+// its group, query tile that sees the key tile), heads ascending then tiles ascending (fused:
+// descending, kWalkDown), and sums each dK/dV row in that fixed order: no atomics, bitwise
+// reproducible, GQA's sum over the group inside the loop.
 //
 // Warpgroup 0 is the producer: one thread loads K_j and V_j once, then for each step, into the
 // next free stage, Q_i, dO_i (TMA) and L'_i, D_i (bulk copies of the padded workspace rows), all
