@@ -45,7 +45,10 @@ struct FwdConfig<Element, 64> {
 //   3: the kept d = 64 configuration with four stages (unfolded);
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
 //      <= 0 always runs);
-//   6: the d = 128 configuration before run 17, with two stages (folded).
+//   6: the d = 128 configuration before run 17, with two stages (folded);
+//   7: d = 64 in 128 x 128 tiles (two consumers, three stages, folded), a candidate for short
+//      sequences, where the 192-row tiles leave the last one a third full (S = 1k: 6 tiles of
+//      192 rows for 1024) and the causal diagonal costs more of 192 x 112 than of 128 x 128.
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -59,6 +62,10 @@ struct FwdVariant<Element, kD, 2> {
 template <typename Element>
 struct FwdVariant<Element, 64, 3> {
   using Traits = FwdTraits<Element, 64, 3, 4, true, 112, true>;
+};
+template <typename Element>
+struct FwdVariant<Element, 64, 7> {
+  using Traits = FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>;
 };
 template <typename Element>
 struct FwdVariant<Element, 128, 6> {

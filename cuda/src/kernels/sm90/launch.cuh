@@ -148,9 +148,9 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 }
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
-// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..4 at d = 64; 2, 4
-// and 6 at d = 128, 6 for a positive scale; another value keeps the configuration of that
-// head dim).
+// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..4 and 7 at d = 64; 2,
+// 4 and 6 at d = 128; 6 and 7 for a positive scale; another value keeps the configuration of
+// that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -167,6 +167,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
       if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
       if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
+      using SquareTiles = typename FwdVariant<Element, 64, 7>::Traits;
+      if (v == 7 && !unfolded) return launch_fwd<kDtype, SquareTiles>(args, stream);
     } else {
       using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
