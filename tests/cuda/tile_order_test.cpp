@@ -55,6 +55,7 @@ TEST(CudaTileOrder, SectionsOnlyWhenTheHeadsOverflowTheBudgetAndAWaveHoldsFewOfE
   EXPECT_EQ(tile_section(512, kMiB / 2, 32 * kMiB, 132), 64);  // FA3 grid S = 1k, d = 128
   EXPECT_EQ(tile_section(64, kMiB / 2, 32 * kMiB, 132), 64);   // fits
   EXPECT_EQ(tile_section(16, 4 * kMiB, 32 * kMiB, 132), 16);   // leaderboard: 8 tiles a head
+  EXPECT_EQ(tile_section(16, 4 * kMiB, 32 * kMiB, 0), 8);      // the same without the rule
   EXPECT_EQ(tile_section(512, 64 * kMiB, 32 * kMiB, 132), 1);  // at least one pair
   EXPECT_EQ(tile_section(0, kMiB, 32 * kMiB, 132), 1);
 }
@@ -79,11 +80,13 @@ std::vector<long long> snake_loads(int tiles_per_pair, int pairs, const Persiste
 TEST(CudaTileOrder, ThePersistentGridKeepsTheSnakeLevelAndTheSectionInTheBudget) {
   for (int d : {64, 128})
     for (long long S : {1024, 2048, 4096, 8192, 16384, 32768}) {
+      // The d = 64 forward keeps the wave rule, the d = 128 one does not (configs.hpp).
+      const long long wave = d == 64 ? kH200Sms : 0;
       const long long pairs = 16 * (32768 / S), rows = d == 64 ? 192 : 128;
       const int tiles_per_pair = static_cast<int>((S + rows - 1) / rows);
       const long long bytes = S * d * 4;
       const PersistentOrder order =
-          persistent_order(tiles_per_pair, pairs, bytes, kBudget, kH200Sms, kH200Sms);
+          persistent_order(tiles_per_pair, pairs, bytes, kBudget, kH200Sms, wave);
       SCOPED_TRACE("d " + std::to_string(d) + ", S " + std::to_string(S));
       EXPECT_GE(order.grid * 16, kH200Sms * 15);
       EXPECT_LE(order.grid, kH200Sms);
@@ -103,8 +106,16 @@ TEST(CudaTileOrder, ShortSequencesGetSectionsThatFitInL2) {
   EXPECT_LT(order.section, 512);
   EXPECT_LE(order.section * 512 * 1024, kBudget);
   EXPECT_EQ(order.grid, kH200Sms);
-  // The leaderboard keeps one section: a wave holds eight tiles of each of its 16 heads.
+  // The leaderboard keeps one section under the wave rule (the d = 64 forward's): a wave holds
+  // eight tiles of each of its 16 heads.
   EXPECT_EQ(persistent_order(86, 16, 16384 * 64 * 4, kBudget, kH200Sms, kH200Sms).section, 16);
+  // Without it (d = 128: 128-row tiles, 8 MB a head), sections in the budget on a grid where
+  // each pair of rounds covers whole rows of a section.
+  const PersistentOrder d128 = persistent_order(128, 16, 16384 * 128 * 4, kBudget, kH200Sms, 0);
+  EXPECT_LT(d128.section, 16);
+  EXPECT_LE(d128.section * 16384 * 128 * 4, kBudget);
+  EXPECT_EQ((2 * d128.grid) % d128.section, 0);
+  EXPECT_EQ(128 % (2 * d128.grid / d128.section), 0);
 }
 
 }  // namespace

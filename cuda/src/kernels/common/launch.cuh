@@ -110,8 +110,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // the ordered fused backward's writer (writer90: 1 the early read of the next step's counters,
 // kernels/sm90/bwd_dkdv.cuh, WithEarlyPoll) and the sm90 tile order's L2 budget (order90: 1
 // none, which numbers all heads together as before sections; 2 twice the default, 3 half; 4
-// sections of three heads whatever the sizes, for the tests; 5 sections also where each wave
-// holds two tiles of a head or more; kernels/sm90/launch.cuh).
+// sections of three heads whatever the sizes, for the tests; 5 and 6 the rule that keeps one
+// section where a wave holds two tiles of each head or more, dropped (5) or kept (6) by every
+// kernel; kernels/sm90/launch.cuh).
 // Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
@@ -129,7 +130,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;     // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int writer90 = 0;  // the ordered fused backward's writer: 1 WithEarlyPoll
-  int order90 = 0;   // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5 no wave
+  int order90 = 0;   // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -152,7 +153,7 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("writer90", r.writer90, 1);
-    read("order90", r.order90, 5);
+    read("order90", r.order90, 6);
     return r;
   }();
   if constexpr (!kTuningVariants) {

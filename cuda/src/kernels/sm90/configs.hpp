@@ -37,6 +37,27 @@ struct FwdConfig<Element, 64> {
   using Unfolded = FwdTraits<Element, 64, 3, 3, true, 112, true>;
 };
 
+// d = 64 at S_q <= 1024: 128 x 128 tiles (two consumers, three stages), where the 192-row
+// tiles leave the last one of a sequence a third full and the causal diagonal costs more of
+// 192 x 112 than of 128 x 128. Run 17b (bench/results/2026-12-02-h200-run17b, medians of 20,
+// two rounds): S = 1k (B 32) 0.261-0.262 ms against 0.281; S = 2k (B 16) 0.440-0.442 against
+// 0.413, 4k 0.800-0.803 against 0.721-0.726. Between 1k and 2k is not measured.
+template <typename Element>
+struct FwdShortConfig {
+  using Traits = FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>;
+  static constexpr int kMaxRows = 1024;
+};
+
+// Whether the forward of head dim kD keeps one section of heads where each wave of blocks holds
+// two tiles of each head or more (kernels/common/tile_order.hpp's wave rule). At d = 64 it does:
+// run 17b, sections there instead (order90=5) took the leaderboard from 1.242 to 1.304 ms and
+// S = 8k (B 4) from 1.280-1.287 to 1.339-1.342, their grids 129 blocks for a level snake. At
+// d = 128 it does not: sections took S = 8k from 1.945 to 1.802 and S = 32k from 7.912 to 7.505
+// (the leaderboard 1.735 either way), on 128 blocks.
+constexpr bool fwd_one_section_per_wave(int kD) {
+  return kD == 64;
+}
+
 // The alternatives FLASHREF_CUDA_TUNE fwd90=N picks (compiled with
 // FLASHREF_CUDA_TUNING_VARIANTS), for the run that compares them with the kept one:
 //   1: the kept d = 64 tiles on a grid of one block per tile;
@@ -46,9 +67,7 @@ struct FwdConfig<Element, 64> {
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
 //      <= 0 always runs);
 //   6: the d = 128 configuration before run 17, with two stages (folded);
-//   7: d = 64 in 128 x 128 tiles (two consumers, three stages, folded), a candidate for short
-//      sequences, where the 192-row tiles leave the last one a third full (S = 1k: 6 tiles of
-//      192 rows for 1024) and the causal diagonal costs more of 192 x 112 than of 128 x 128.
+//   7: at d = 64, the 192-row tiles (FwdConfig) at S_q <= 1024 too.
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -64,10 +83,6 @@ struct FwdVariant<Element, 64, 3> {
   using Traits = FwdTraits<Element, 64, 3, 4, true, 112, true>;
 };
 template <typename Element>
-struct FwdVariant<Element, 64, 7> {
-  using Traits = FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>;
-};
-template <typename Element>
 struct FwdVariant<Element, 128, 6> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
 };
@@ -76,9 +91,11 @@ struct FwdVariant<Element, 128, 6> {
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the
 // persistent grid 1.971-1.986 against 1.992-2.006 for a block per tile, and 0.429-0.430
 // against 0.468 at S = 1k (FlashAttention-3's grid). Run 17 (bench/results/2026-12-02-h200-
-// run17a, medians of 20, sectioned order): three stages against two (fwd90=6), S = 1k (B 32)
-// 0.340 against 0.362 ms, 2k 0.542 against 0.577, 4k 0.974 against 1.053: the next tile's keys
-// load under the last products and the epilogue.
+// run17a and b, medians of 20, sectioned order): three stages against two (fwd90=6), S = 1k
+// (B 32) 0.340 against 0.362 ms, 2k 0.542 against 0.577, 4k 0.974 against 1.053, 8k
+// 1.945-1.946 against 2.188-2.214, the leaderboard 1.735-1.737 against 1.948-1.959, S = 32k
+// 7.912 against 8.500: the next tile's keys load under the last products and the epilogue,
+// and within a tile one more load is in flight.
 template <typename Element>
 struct FwdConfig<Element, 128> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true>;

@@ -83,11 +83,13 @@ inline long long tile_order_budget(int sharing) {
   }
 }
 
-// The wave below which a problem keeps one section when each wave holds two tiles of each
-// head (kernels/common/tile_order.hpp): the multiprocessors (one block each), or with
-// order90=5 none, so that every problem whose heads overflow the budget gets sections.
-inline long long tile_order_wave() {
-  return tune().order90 == 5 ? 0 : sm_count();
+// The wave of tile_order.hpp's rule that keeps one section where each wave holds two tiles of
+// each head or more: the multiprocessors (one block each) where the kernel keeps the rule, 0
+// (no rule) where it does not; order90=5 drops the rule everywhere, 6 keeps it everywhere (run
+// 17a's order).
+inline long long tile_order_wave(bool rule) {
+  const int order = tune().order90;
+  return (order == 6 || (rule && order != 5)) ? sm_count() : 0;
 }
 
 // The section to run: `planned`, or with order90=4 three pairs whatever the sizes, so that the
@@ -129,14 +131,15 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   // A query tile reads its head's keys and values (per query head: a GQA group shares them).
   const long long bytes = other_side_bytes(args.S_k, kD, 1) / args.group;
   if constexpr (T::kPersistent) {
-    const auto order =
-        kernels::persistent_order(m_blocks, static_cast<long long>(args.B) * args.H, bytes,
-                                  tile_order_budget(1), sm_count(), tile_order_wave());
+    const auto order = kernels::persistent_order(
+        m_blocks, static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), sm_count(),
+        tile_order_wave(kernels::sm90::fwd_one_section_per_wave(kD)));
     ordered.tile_section = static_cast<int>(section_to_run(order.section));
     grid = static_cast<unsigned>(order.grid);
   } else {
-    ordered.tile_section = static_cast<int>(section_to_run(kernels::tile_section(
-        static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), tile_order_wave())));
+    ordered.tile_section = static_cast<int>(section_to_run(
+        kernels::tile_section(static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1),
+                              tile_order_wave(kernels::sm90::fwd_one_section_per_wave(kD)))));
   }
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
   const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
@@ -148,9 +151,9 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 }
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
-// scale, unfolded otherwise), or the tuning variant asked for (fwd90=1..4 and 7 at d = 64; 2,
-// 4 and 6 at d = 128; 6 and 7 for a positive scale; another value keeps the configuration of
-// that head dim).
+// scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
+// tuning variant asked for (fwd90=1..4 and 7 at d = 64; 2, 4 and 6 at d = 128; 6 and 7 for a
+// positive scale; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -167,8 +170,7 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
       if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
       if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
-      using SquareTiles = typename FwdVariant<Element, 64, 7>::Traits;
-      if (v == 7 && !unfolded) return launch_fwd<kDtype, SquareTiles>(args, stream);
+      if (v == 7 && !unfolded) return launch_fwd<kDtype, typename Config::Traits>(args, stream);
     } else {
       using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
@@ -177,6 +179,11 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
   }
   if (unfolded) return launch_fwd<kDtype, typename Config::Unfolded>(args, stream);
+  if constexpr (kD == 64) {
+    using Short = kernels::sm90::FwdShortConfig<Element>;
+    if (args.S_q <= Short::kMaxRows)
+      return launch_fwd<kDtype, typename Short::Traits>(args, stream);
+  }
   launch_fwd<kDtype, typename Config::Traits>(args, stream);
 }
 
@@ -211,13 +218,13 @@ template <typename T>
 long long query_tile_section(const kernels::AttnArgs& args, int sharing) {
   return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H,
                                               other_side_bytes(args.S_k, T::kD, 1) / args.group,
-                                              tile_order_budget(sharing), tile_order_wave()));
+                                              tile_order_budget(sharing), tile_order_wave(false)));
 }
 template <typename T>
 long long key_tile_section(const kernels::AttnArgs& args, int sharing) {
   return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
                                               other_side_bytes(args.S_q, T::kD, args.group),
-                                              tile_order_budget(sharing), tile_order_wave()));
+                                              tile_order_budget(sharing), tile_order_wave(false)));
 }
 
 // The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
