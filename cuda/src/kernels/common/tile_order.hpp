@@ -73,10 +73,12 @@ inline PersistentOrder persistent_order(long long tiles_per_pair, long long pair
   const long long tiles = tiles_per_pair * pairs;
   const long long most = tile_section(pairs, bytes_per_pair, budget, wave);
   if (most >= pairs || tiles_per_pair <= 0) return {pairs, std::min(tiles, multiprocessors)};
+  // k rows per pair of rounds, fewest first (the largest section): at most 2G tries per grid,
+  // however many heads fit in the budget.
   for (long long grid = multiprocessors; grid * 16 >= multiprocessors * 15 && grid > 0; --grid)
-    for (long long section = most; section >= 1; --section)
-      if ((2 * grid) % section == 0 && tiles_per_pair % (2 * grid / section) == 0)
-        return {section, std::min(tiles, grid)};
+    for (long long k = 1; k <= std::min(tiles_per_pair, 2 * grid); ++k)
+      if (tiles_per_pair % k == 0 && (2 * grid) % k == 0 && 2 * grid / k <= most)
+        return {2 * grid / k, std::min(tiles, grid)};
   return {most, std::min(tiles, multiprocessors)};
 }
 
