@@ -118,9 +118,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
-// Without it, asking for one (every non-zero value above except f32=1, which picks among the
-// default kernels, bwd90=1 and order90) is an error that says so, never a quiet fall back to the
-// default.
+// Without it, asking for one (every non-zero value above except f32=1 and fwd90=7, which pick
+// among the default kernels, bwd90=1 and order90) is an error that says so, never a quiet fall back
+// to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif
@@ -157,8 +157,8 @@ inline const Tune& tune() {
     return r;
   }();
   if constexpr (!kTuningVariants) {
-    if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || t.fwd90 != 0 || t.f32 == 2 || t.f32bwd != 0 ||
-        t.writer90 != 0) {
+    if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || (t.fwd90 != 0 && t.fwd90 != 7) || t.f32 == 2 ||
+        t.f32bwd != 0 || t.writer90 != 0) {
       throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
                         std::getenv("FLASHREF_CUDA_TUNE") +
                         "\" asks for a tuning variant, and this build has none compiled (they "

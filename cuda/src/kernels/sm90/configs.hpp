@@ -67,7 +67,8 @@ constexpr bool fwd_one_section_per_wave(int kD) {
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
 //      <= 0 always runs);
 //   6: the d = 128 configuration before run 17, with two stages (folded);
-//   7: at d = 64, the 192-row tiles (FwdConfig) at S_q <= 1024 too.
+//   7: at d = 64, the 192-row tiles (FwdConfig) at S_q <= 1024 too (FwdShortConfig's
+//      measurement; a default kernel, so any build takes it: the GPU suites run with it).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>

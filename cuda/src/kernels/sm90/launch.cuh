@@ -152,8 +152,8 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
-// tuning variant asked for (fwd90=1..4 and 7 at d = 64; 2, 4 and 6 at d = 128; 6 and 7 for a
-// positive scale; another value keeps the configuration of that head dim).
+// tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
+// scale; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -170,7 +170,6 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
       if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
       if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
-      if (v == 7 && !unfolded) return launch_fwd<kDtype, typename Config::Traits>(args, stream);
     } else {
       using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
@@ -180,8 +179,10 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   }
   if (unfolded) return launch_fwd<kDtype, typename Config::Unfolded>(args, stream);
   if constexpr (kD == 64) {
+    // fwd90=7 (a default kernel, in any build): the 192-row tiles at S_q <= 1024 too, so that
+    // the suites' small problems run the kernel of the long sequences (scripts/device-run).
     using Short = kernels::sm90::FwdShortConfig<Element>;
-    if (args.S_q <= Short::kMaxRows)
+    if (args.S_q <= Short::kMaxRows && tune().fwd90 != 7)
       return launch_fwd<kDtype, typename Short::Traits>(args, stream);
   }
   launch_fwd<kDtype, typename Config::Traits>(args, stream);
