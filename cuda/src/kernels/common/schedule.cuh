@@ -12,9 +12,6 @@
 
 namespace flashref::cuda::kernels {
 
-// The tag of the schedules' sectioned constructors.
-struct SectionedOrder {};
-
 // The forward and the dQ pass: one block per (query tile, head, batch). The query-tile index
 // is the slowest-varying part of blockIdx.x, counted down: with a causal mask the last query
 // tile sees the most keys, so the longest blocks are scheduled first and the tail of the grid
@@ -32,17 +29,12 @@ struct QueryTileSchedule {
     const int bh = blockIdx.x % bh_count;
     set(args, m_block, bh);
   }
-  // Tile `index` of the m_blocks * B * H in the same order, for a block that loops over tiles.
-  __device__ __forceinline__ QueryTileSchedule(const AttnArgs& args, int index, int m_blocks) {
-    const int bh_count = args.B * args.H;
-    set(args, m_blocks - 1 - index / bh_count, index % bh_count);
-  }
-  // Tile `index` in sections of args.tile_section (batch, head) pairs (the sm90 kernels,
-  // kernels/common/tile_order.hpp): the tiles of one section's heads, longest first, then the
+  // Tile `index` of the m_blocks * B * H (the sm90 kernels: a block that loops over tiles, or
+  // blockIdx.x), in sections of args.tile_section (batch, head) pairs
+  // (kernels/common/tile_order.hpp): the tiles of one section's heads, longest first, then the
   // next section's. While a section runs, its heads' keys and values stay in L2. A section of
   // every head (tile_section 0, or B * H and more) is the order above.
-  __device__ __forceinline__ QueryTileSchedule(const AttnArgs& args, int index, int m_blocks,
-                                               SectionedOrder) {
+  __device__ __forceinline__ QueryTileSchedule(const AttnArgs& args, int index, int m_blocks) {
     const auto [section_tile, first_bh, section_bh] =
         section_of(index, m_blocks, args.B * args.H, args.tile_section);
     set(args, m_blocks - 1 - section_tile / section_bh, first_bh + section_tile % section_bh);
@@ -88,8 +80,7 @@ struct KeyTileSchedule {
   // head) pairs, key tiles ascending within each (the sm90 kernels; as QueryTileSchedule's).
   // Each head's key tiles keep their order, so the ordered fused backward's tile j still comes
   // after j - 1 (bwd_dkdv.cuh).
-  __device__ __forceinline__ KeyTileSchedule(const AttnArgs& args, int index, int n_blocks,
-                                             SectionedOrder) {
+  __device__ __forceinline__ KeyTileSchedule(const AttnArgs& args, int index, int n_blocks) {
     const auto [section_tile, first_bkv, section_bkv] =
         section_of(index, n_blocks, args.B * args.H_kv, args.tile_section);
     set(args, section_tile / section_bkv, first_bkv + section_tile % section_bkv);

@@ -64,9 +64,8 @@ struct PersistentOrder {
 // the two tiles of a block are k - 1 rows apart in sum over any pair, for k = 2G / section rows
 // per pair of rounds. That needs section | 2G and k | tiles_per_pair. Among grids down to
 // 15/16 of the multiprocessors and sections up to tile_section's (for a wave of `wave`
-// blocks), the largest grid and then
-// the largest section that do it; when none does, tile_section's section on every
-// multiprocessor (level to within a tile per section).
+// blocks), the largest grid and then the largest section that do it; when none does,
+// tile_section's section on every multiprocessor (level to within a tile per section).
 inline PersistentOrder persistent_order(long long tiles_per_pair, long long pairs,
                                         long long bytes_per_pair, long long budget,
                                         long long multiprocessors, long long wave) {

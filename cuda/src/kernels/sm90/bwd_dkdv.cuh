@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   const KeyTileSchedule<kBlockM, kBlockN> tile(args, static_cast<int>(blockIdx.x),
-                                                ceil_div(args.S_k, kBlockN), SectionedOrder{});
+                                                ceil_div(args.S_k, kBlockN));
   const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
 
   // Query tiles that see at least one key of this tile: all, or with a causal mask those from

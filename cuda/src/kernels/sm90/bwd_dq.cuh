@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   const QueryTileSchedule<kBlockM, kBlockN> tile(args, static_cast<int>(blockIdx.x),
-                                                  ceil_div(args.S_q, kBlockM), SectionedOrder{});
+                                                  ceil_div(args.S_q, kBlockM));
   const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
   int n_end = ceil_div(args.S_k, kBlockN);
   if (args.causal) n_end = tile.causal_key_tiles_end(args, n_end);

@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   // The block's query tiles: blockIdx.x, then (a persistent grid, smaller than the tile count)
   // one per round of gridDim.x, every other round walked backwards. The tiles are numbered
-  // longest first within sections of heads (Schedule, SectionedOrder), so the snake pairs a
+  // longest first within sections of heads (Schedule), so the snake pairs a
   // block's long tile of one round with a short one of the next and the blocks' totals stay
   // level (the launcher picks sections and grid for it, kernels/common/tile_order.hpp). One
   // block per tile: one round.
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int r = 0;; ++r) {
         const int index = tile_of_round(r);
         if (index >= tiles) break;
-        const Schedule tile(args, index, m_blocks, SectionedOrder{});
+        const Schedule tile(args, index, m_blocks);
         const int n_end = key_tiles_end(tile);
         if (n_end == 0) continue;  // the consumers write it; nothing to load
         // Alg. 1 line 5: load Q_i, once the consumers are done with the previous tile's.
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   for (int r = 0;; ++r) {
     const int index = tile_of_round(r);
     if (index >= tiles) break;
-    const Schedule tile(args, index, m_blocks, SectionedOrder{});
+    const Schedule tile(args, index, m_blocks);
     const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
     const int n_end = key_tiles_end(tile);
     Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
@@ -291,8 +291,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     mbar_wait(bar_q, q_loads & 1);
     ++q_loads;
 
-    int n = n_end - 1;
     // The first key tile visited: S, softmax and P~ (no P~ V yet).
+    int n = n_end - 1;
     {
       const int st = it % kStages;
       float acc_s[kBlockN / 2];

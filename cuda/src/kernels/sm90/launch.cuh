@@ -99,10 +99,29 @@ inline long long section_to_run(long long planned) {
   return tune().order90 == 4 ? 3 : planned;
 }
 
-// What one (batch, head) pair's tiles read of the other side: `rows` rows of two d-column
-// tensors of 16-bit elements, of `heads` heads (a GQA group's queries for a key tile).
-inline long long other_side_bytes(int rows, int kD, int heads) {
-  return static_cast<long long>(rows) * kD * 2 * 2 * heads;
+// What one (batch, head) pair's tiles read of the other side, two tensors of 16-bit elements: a
+// query tile its head's keys and values (the heads of a GQA group share them), a key tile the
+// queries and dO of its group's heads.
+inline long long query_tile_bytes(const kernels::AttnArgs& args, int kD) {
+  return static_cast<long long>(args.S_k) * kD * 2 * 2 / args.group;
+}
+inline long long key_tile_bytes(const kernels::AttnArgs& args, int kD) {
+  return static_cast<long long>(args.S_q) * kD * 2 * 2 * args.group;
+}
+
+// The sections of a grid of one block per tile, for `sharing` kernels at once: over query
+// tiles (the forward's, the dQ pass's), with or without the wave rule, or over key tiles (the
+// dK/dV pass, fused or not).
+inline long long query_tile_section(const kernels::AttnArgs& args, int kD, int sharing,
+                                    bool wave_rule) {
+  return section_to_run(
+      kernels::tile_section(static_cast<long long>(args.B) * args.H, query_tile_bytes(args, kD),
+                            tile_order_budget(sharing), tile_order_wave(wave_rule)));
+}
+inline long long key_tile_section(const kernels::AttnArgs& args, int kD, int sharing) {
+  return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
+                                              key_tile_bytes(args, kD), tile_order_budget(sharing),
+                                              tile_order_wave(false)));
 }
 
 template <DType kDtype>
@@ -128,18 +147,15 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   // less where that levels the load of a sectioned order.
   kernels::AttnArgs ordered = args;
   unsigned grid = tiles;
-  // A query tile reads its head's keys and values (per query head: a GQA group shares them).
-  const long long bytes = other_side_bytes(args.S_k, kD, 1) / args.group;
+  constexpr bool kWaveRule = kernels::sm90::fwd_one_section_per_wave(kD);
   if constexpr (T::kPersistent) {
-    const auto order = kernels::persistent_order(
-        m_blocks, static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1), sm_count(),
-        tile_order_wave(kernels::sm90::fwd_one_section_per_wave(kD)));
+    const auto order = kernels::persistent_order(m_blocks, static_cast<long long>(args.B) * args.H,
+                                                 query_tile_bytes(args, kD), tile_order_budget(1),
+                                                 sm_count(), tile_order_wave(kWaveRule));
     ordered.tile_section = static_cast<int>(section_to_run(order.section));
     grid = static_cast<unsigned>(order.grid);
   } else {
-    ordered.tile_section = static_cast<int>(section_to_run(
-        kernels::tile_section(static_cast<long long>(args.B) * args.H, bytes, tile_order_budget(1),
-                              tile_order_wave(kernels::sm90::fwd_one_section_per_wave(kD)))));
+    ordered.tile_section = static_cast<int>(query_tile_section(args, kD, 1, kWaveRule));
   }
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
   const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
@@ -212,22 +228,6 @@ void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, lon
   check_cuda(cudaGetLastError(), label);
 }
 
-// The sections of the backward's grids, for `sharing` kernels at once: a query tile (the dQ
-// pass) reads its head's keys and values, a key tile (the dK/dV pass, fused or not) the
-// queries and dO of its group's heads.
-template <typename T>
-long long query_tile_section(const kernels::AttnArgs& args, int sharing) {
-  return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H,
-                                              other_side_bytes(args.S_k, T::kD, 1) / args.group,
-                                              tile_order_budget(sharing), tile_order_wave(false)));
-}
-template <typename T>
-long long key_tile_section(const kernels::AttnArgs& args, int sharing) {
-  return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
-                                              other_side_bytes(args.S_q, T::kD, args.group),
-                                              tile_order_budget(sharing), tile_order_wave(false)));
-}
-
 // The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
 // that also adds dQ's tiles, and dQ out of the accumulator, all on `stream`.
 template <DType kDtype, typename T>
@@ -241,7 +241,7 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
         "zeroing the fused backward's dQ counters");
   launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
                         kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv,
-                        key_tile_section<T>(args, 1),
+                        key_tile_section(args, T::kD, 1),
                         T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
                                                                 : "bwd_fused_atomic_wgmma",
                         stream);
@@ -256,10 +256,10 @@ template <DType kDtype, typename Dq, typename Dkv>
 void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
                          kernels::ceil_div(args.S_q, Dq::kBlockM), args.H,
-                         query_tile_section<Dq>(args, 2), "bwd_dq_wgmma", stream);
+                         query_tile_section(args, Dq::kD, 2, false), "bwd_dq_wgmma", stream);
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
                           kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
-                          key_tile_section<Dkv>(args, 2), "bwd_dkdv_wgmma", side);
+                          key_tile_section(args, Dkv::kD, 2), "bwd_dkdv_wgmma", side);
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
