@@ -90,16 +90,29 @@ void launch_forward(const kernels::AttnArgs& args, Family family, DType dtype, v
   find_forward(family, dtype, args.d)(args, static_cast<cudaStream_t>(stream_ptr));
 }
 
-// kNaturalLog: L itself in the workspace (the exact float32 kernels); otherwise L log2(e)
-// (the tensor-core kernels, TF32 included).
-template <typename Element, bool kNaturalLog>
-void run_preprocess(const kernels::AttnArgs& args, cudaStream_t stream, const char* name) {
+// L' and D (Alg. 2 line 4) into the workspace: the exact float32 kernels take L itself
+// (natural log) and D as one FFMA chain; the tensor-core ones (TF32 included) L log2(e), and
+// with a fused dQ their accumulator and counters zeroed by the same kernel.
+void run_preprocess_natural_log(const kernels::AttnArgs& args, cudaStream_t stream) {
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   const unsigned grid =
       static_cast<unsigned>((rows + kernels::kPreprocessWarps - 1) / kernels::kPreprocessWarps);
-  launch_kernel(kernels::bwd_preprocess_kernel<Element, kNaturalLog>, grid,
-                kernels::kPreprocessWarps * 32, 0, args, stream,
-                std::string("bwd_preprocess<") + name + ">");
+  launch_kernel(kernels::bwd_preprocess_natural_log_kernel<float>, grid,
+                kernels::kPreprocessWarps * 32, 0, args, stream, "bwd_preprocess<f32>");
+}
+
+template <typename Element>
+void run_preprocess(const kernels::AttnArgs& args, cudaStream_t stream, const char* name) {
+  const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
+  const unsigned grid =
+      static_cast<unsigned>((rows + kernels::kPreprocessRows - 1) / kernels::kPreprocessRows);
+  if (grid == 0) return;
+  const int accum_cols = args.dq_accum != nullptr ? compiled_head_dim(args.d) : 0;
+  const std::string label = std::string("bwd_preprocess<") + name + ">";
+  const auto kernel = kernels::bwd_preprocess_kernel<Element>;
+  configure_kernel(reinterpret_cast<const void*>(kernel), 0, label);
+  kernel<<<grid, kernels::kPreprocessWarps * 32, 0, stream>>>(args, accum_cols);
+  check_cuda(cudaGetLastError(), label);
 }
 
 namespace {
@@ -147,20 +160,20 @@ void forked(cudaStream_t stream, Body&& body) {
 void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const BackwardFn backward = find_backward(family, dtype, args.d);
-  // L' = L log2(e) and D = rowsum(dO * O) (Alg. 2 line 4): the exact float32 kernels take L
-  // itself (kNaturalLog), the tensor-core ones L log2(e).
+  // L' = L log2(e) and D = rowsum(dO * O) (Alg. 2 line 4); the exact float32 kernels take L
+  // itself.
   switch (dtype) {
     case DType::f32:
       if (family == Family::ffma)
-        run_preprocess<float, true>(args, stream, "f32");
+        run_preprocess_natural_log(args, stream);
       else
-        run_preprocess<float, false>(args, stream, "f32, log2");
+        run_preprocess<float>(args, stream, "f32, log2");
       break;
     case DType::bf16:
-      run_preprocess<__nv_bfloat16, false>(args, stream, "bf16");
+      run_preprocess<__nv_bfloat16>(args, stream, "bf16");
       break;
     case DType::f16:
-      run_preprocess<__half, false>(args, stream, "f16");
+      run_preprocess<__half>(args, stream, "f16");
       break;
   }
   forked(stream, [&](cudaStream_t side) { backward(args, stream, side); });

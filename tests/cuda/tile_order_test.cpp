@@ -58,6 +58,12 @@ TEST(CudaTileOrder, SectionsOnlyWhenTheHeadsOverflowTheBudgetAndAWaveHoldsFewOfE
   EXPECT_EQ(tile_section(16, 4 * kMiB, 32 * kMiB, 0), 8);      // the same without the rule
   EXPECT_EQ(tile_section(512, 64 * kMiB, 32 * kMiB, 132), 1);  // at least one pair
   EXPECT_EQ(tile_section(0, kMiB, 32 * kMiB, 132), 1);
+  // The fused backward's rule at four tiles a head: the leaderboard and S = 16k (B 2) keep one
+  // section, S = 8k (B 4, 64 heads) does not.
+  EXPECT_EQ(tile_section(16, 4 * kMiB, 32 * kMiB, 132, 4), 16);
+  EXPECT_EQ(tile_section(32, 4 * kMiB, 32 * kMiB, 132, 4), 32);
+  EXPECT_EQ(tile_section(64, 2 * kMiB, 32 * kMiB, 132, 4), 16);
+  EXPECT_EQ(tile_section(64, 2 * kMiB, 32 * kMiB, 132), 64);
 }
 
 // Blocks' totals under the persistent forward's snake, each tile costing its causal key tiles

@@ -41,15 +41,16 @@ FLASHREF_HOST_DEVICE inline SectionPlace section_of(int index, int tiles_per_pai
 
 // The section for a grid of one block per tile (the hardware hands tiles to free
 // multiprocessors in order, which balances the load): all `pairs` (batch, head) pairs when
-// their bytes fit in `budget`, or when each wave of `wave` blocks holds two tiles of a head or
-// more (its blocks walk the head's keys together: the leaderboard's 16 heads; wave 0 drops
-// this rule, which only the d = 64 forward keeps, kernels/sm90/configs.hpp); otherwise as
-// many as fit in `budget`, at least one. `bytes_per_pair` is what a pair's tiles read of the
-// other side (keys and values for query tiles; queries and dO for key tiles).
+// their bytes fit in `budget`, or when each wave of `wave` blocks holds `wave_tiles` tiles of
+// a head or more (its blocks walk the head's keys together: the leaderboard's 16 heads; wave 0
+// drops this rule, which the d = 64 forward keeps at two tiles and the fused backward at four,
+// kernels/sm90/configs.hpp); otherwise as many as fit in `budget`, at least one.
+// `bytes_per_pair` is what a pair's tiles read of the other side (keys and values for query
+// tiles; queries and dO for key tiles).
 inline long long tile_section(long long pairs, long long bytes_per_pair, long long budget,
-                              long long wave) {
+                              long long wave, long long wave_tiles = 2) {
   if (pairs <= 0) return 1;
-  if (pairs * bytes_per_pair <= budget || 2 * pairs <= wave) return pairs;
+  if (pairs * bytes_per_pair <= budget || wave_tiles * pairs <= wave) return pairs;
   return std::clamp(budget / std::max(1LL, bytes_per_pair), 1LL, pairs);
 }
 

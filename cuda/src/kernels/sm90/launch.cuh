@@ -83,10 +83,10 @@ inline long long tile_order_budget(int sharing) {
   }
 }
 
-// The wave of tile_order.hpp's rule that keeps one section where each wave holds two tiles of
-// each head or more: the multiprocessors (one block each) where the kernel keeps the rule, 0
-// (no rule) where it does not; order90=5 drops the rule everywhere, 6 keeps it everywhere (run
-// 17a's order).
+// The wave of tile_order.hpp's rule that keeps one section where each wave holds a few tiles
+// of each head or more: the multiprocessors (one block each) where the kernel keeps the rule,
+// 0 (no rule) where it does not; order90=5 drops the rule everywhere, 6 keeps it everywhere
+// (at two tiles where the kernel has none: run 17a's order).
 inline long long tile_order_wave(bool rule) {
   const int order = tune().order90;
   return (order == 6 || (rule && order != 5)) ? sm_count() : 0;
@@ -101,27 +101,32 @@ inline long long section_to_run(long long planned) {
 
 // What one (batch, head) pair's tiles read of the other side, two tensors of 16-bit elements: a
 // query tile its head's keys and values (the heads of a GQA group share them), a key tile the
-// queries and dO of its group's heads.
+// queries and dO of its group's heads, and with a fused dQ the float32 accumulator rows it adds
+// into as well. Run 18a's profile of the atomic fused kernel at S = 1k (B 32, H 16), sectioned
+// on Q and dO alone (146 heads at d = 64): 38.9% of L2 hits, 3.0 TB/s from memory, where
+// cuDNN's kernel reads 1.2 TB/s.
 inline long long query_tile_bytes(const kernels::AttnArgs& args, int kD) {
   return static_cast<long long>(args.S_k) * kD * 2 * 2 / args.group;
 }
-inline long long key_tile_bytes(const kernels::AttnArgs& args, int kD) {
-  return static_cast<long long>(args.S_q) * kD * 2 * 2 * args.group;
+inline long long key_tile_bytes(const kernels::AttnArgs& args, int kD, bool fused_dq) {
+  return static_cast<long long>(args.S_q) * kD * (2 * 2 + (fused_dq ? 4 : 0)) * args.group;
 }
 
 // The sections of a grid of one block per tile, for `sharing` kernels at once: over query
 // tiles (the forward's, the dQ pass's), with or without the wave rule, or over key tiles (the
-// dK/dV pass, fused or not).
+// dK/dV pass, fused_dq or not), with the wave rule at `wave_tiles` tiles of a head (0: none).
 inline long long query_tile_section(const kernels::AttnArgs& args, int kD, int sharing,
                                     bool wave_rule) {
   return section_to_run(
       kernels::tile_section(static_cast<long long>(args.B) * args.H, query_tile_bytes(args, kD),
                             tile_order_budget(sharing), tile_order_wave(wave_rule)));
 }
-inline long long key_tile_section(const kernels::AttnArgs& args, int kD, int sharing) {
-  return section_to_run(kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
-                                              key_tile_bytes(args, kD), tile_order_budget(sharing),
-                                              tile_order_wave(false)));
+inline long long key_tile_section(const kernels::AttnArgs& args, int kD, int sharing,
+                                  int wave_tiles, bool fused_dq) {
+  return section_to_run(
+      kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
+                            key_tile_bytes(args, kD, fused_dq), tile_order_budget(sharing),
+                            tile_order_wave(wave_tiles > 0), wave_tiles > 0 ? wave_tiles : 2));
 }
 
 template <DType kDtype>
@@ -228,20 +233,15 @@ void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, lon
   check_cuda(cudaGetLastError(), label);
 }
 
-// The fused backward (args.dq_accum set): the accumulator and counters zeroed, the dK/dV pass
-// that also adds dQ's tiles, and dQ out of the accumulator, all on `stream`.
+// The fused backward (args.dq_accum set, its accumulator and counters zeroed by the
+// preprocess, dispatch.cu): the dK/dV pass that also adds dQ's tiles, and dQ out of the
+// accumulator, both on `stream`.
 template <DType kDtype, typename T>
 void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
-  check_cuda(cudaMemsetAsync(args.dq_accum, 0, rows * T::kD * sizeof(float), stream),
-             "zeroing the fused backward's dQ accumulator");
-  if (args.dq_semaphore != nullptr)
-    check_cuda(
-        cudaMemsetAsync(args.dq_semaphore, 0, rows / kernels::kDqTileRows * sizeof(int), stream),
-        "zeroing the fused backward's dQ counters");
   launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
                         kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv,
-                        key_tile_section(args, T::kD, 1),
+                        key_tile_section(args, T::kD, 1, kernels::sm90::kFusedBwdWaveTiles, true),
                         T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
                                                                 : "bwd_fused_atomic_wgmma",
                         stream);
@@ -259,7 +259,7 @@ void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cud
                          query_tile_section(args, Dq::kD, 2, false), "bwd_dq_wgmma", stream);
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
                           kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
-                          key_tile_section(args, Dkv::kD, 2), "bwd_dkdv_wgmma", side);
+                          key_tile_section(args, Dkv::kD, 2, 0, false), "bwd_dkdv_wgmma", side);
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
