@@ -78,9 +78,6 @@ struct BwdDkvTraitsOf {
   // the other order spilled 152 bytes, and at d = 128 (32 + 32 + 64 + 64) ptxas serialized the
   // wgmmas for want of registers (C7512, every d = 128 dK/dV kernel up to run 14).
   static constexpr bool kDsFirst = kDqByRows || kD == 128;
-  // kDqOrdered: the writer waits for a step's counters when it reaches the step
-  // (WithEarlyPoll: it also reads them once under the last step's writes).
-  static constexpr bool kEarlyPoll = false;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
@@ -129,16 +126,6 @@ struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
 template <typename Element, int kStages, int kDqMode>
 struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
-};
-// An ordered fused kernel whose writer, after a step's tiles are read and before it waits for
-// their writes, reads the next step's counters once: when they already read j (the key tile
-// before has added there), the next step starts without that round trip to L2. It must not
-// wait there: holding this step's counts until the key tile before has added the next step
-// would make the key tile after wait a step. A tuning candidate (writer90=1), not yet timed.
-template <typename Base>
-struct WithEarlyPoll : Base {
-  static_assert(Base::kDqMode == kDqOrdered, "only the ordered writer waits for counters");
-  static constexpr bool kEarlyPoll = true;
 };
 
 template <typename T>
@@ -255,14 +242,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           return (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
                  kTilesPerStep * query_tile(it);
         };
-        bool turn_seen = false;  // kEarlyPoll: this step's counters were read as j already
         for (int it = 0; it < total; ++it) {
           const int64_t first_tile = first_tile_of(it);
 #pragma unroll
           for (int u = 0; u < kTilesPerStep; ++u) {
             if constexpr (T::kDqMode == kDqOrdered) {
-              if (!T::kEarlyPoll || !turn_seen)
-                semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
+              semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
               fence_proxy_async_global();
             }
             mbar_wait(bar_dq_full(u), it & 1);
@@ -273,13 +258,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
           for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(u));
           if constexpr (T::kDqMode == kDqOrdered) {
-            if constexpr (T::kEarlyPoll) {
-              turn_seen = it + 1 < total;
-#pragma unroll
-              for (int u = 0; u < kTilesPerStep; ++u)
-                turn_seen =
-                    turn_seen && semaphore_reads(args.dq_semaphore + first_tile_of(it + 1) + u, j);
-            }
             bulk_wait_complete();  // written, before the next key tile may add
             fence_proxy_async_global();
 #pragma unroll

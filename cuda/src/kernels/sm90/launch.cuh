@@ -270,11 +270,6 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
-    if constexpr (kTuningVariants) {
-      using kernels::sm90::WithEarlyPoll;
-      if (args.dq_semaphore != nullptr && tune().writer90 == 1)
-        return backward_fused<kDtype, WithEarlyPoll<typename Config::FusedOrdered>>(args, stream);
-    }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
     return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
