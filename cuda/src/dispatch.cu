@@ -18,25 +18,23 @@ int workspace_rows(int S_q) {
   return kernels::ceil_div(S_q, kernels::kWorkspaceRowPad) * kernels::kWorkspaceRowPad;
 }
 
-// The deterministic default is the measured faster of the two. From S_k = 8192 on the ordered
-// fused kernel, below it the two passes. At d = 64 (128-query steps, dQ by rows): run 14b,
-// same call, ms, two rounds, fused against two passes: leaderboard (S 16k) 3.399-3.409 against
-// 3.910-3.933, without the mask 6.611-6.645 against 8.110-8.176, but S = 4k (B 8) 2.638-2.656
-// against 2.344-2.394 and S = 1k (B 32) 0.961-0.962 against 0.892-0.893; run 14c, on both
-// sides of the threshold: S = 8k (B 4) 3.973 against 4.494, S = 4k 2.634 against 2.310. Run
-// 15b (the query tiles walked down, the writer's tiles in flight together; one round):
-// leaderboard 3.208 against 3.914, S = 8k 3.638 against 4.361, S = 4k 2.349 against 2.232,
-// S = 2k 1.371 against 1.331, S = 1k 0.896 against 0.884. At d = 128 (64-query steps, dQ by
-// columns, three stages), run 15b: leaderboard 5.550 against 6.511, S = 4k 4.289 against
-// 3.884, S = 1k 1.495 against 1.271 (S = 8k not measured for the two passes).
+// The deterministic default is the measured faster of the two: from S_k = 1024 on the ordered
+// fused kernel, below it the two passes (not measured there since run 15b, when the two passes
+// won up to S = 4k). Run 18b (bench/results/2026-12-02-h200-run18b, medians of 20, same call),
+// backward ms, fused against two passes, after the preprocess began to zero the accumulator
+// and the fused kernel's sections to count it: d = 64, S = 1k (B 32) 0.714 against 0.804, 2k
+// 1.059 against 1.239, 4k 1.822 against 2.110; d = 128, 1k 1.197 against 1.220, 2k 1.746
+// against 1.881, 4k 2.910 against 3.323. Before (run 15b), at d = 64: leaderboard 3.208 against
+// 3.914, S = 8k 3.638 against 4.361, S = 4k 2.349 against 2.232, S = 2k 1.371 against 1.331,
+// S = 1k 0.896 against 0.884; at d = 128 leaderboard 5.550 against 6.511, S = 4k 4.289 against
+// 3.884, S = 1k 1.495 against 1.271.
 // FLASHREF_CUDA_TUNE bwd90=1 picks the other, to compare them. Non-deterministic: the atomic
-// fused kernel, the option named for it (run 15b: d = 64 leaderboard 3.023, S = 1k 0.825,
-// the fastest at d = 64; d = 128 leaderboard 5.421, but S = 4k 4.171 and S = 1k 1.450, slower
-// there than the deterministic default's two passes).
+// fused kernel, the option named for it (run 18b: S = 1k 0.698 ms at d = 64, 1.124 at
+// d = 128).
 DqStrategy dq_strategy(Family family, bool deterministic, long long S_k) {
   if (family != Family::sm90) return DqStrategy::separate_pass;
   if (!deterministic) return DqStrategy::fused_atomic;
-  constexpr long long kFusedMinKeys = 8192;
+  constexpr long long kFusedMinKeys = 1024;
   const bool fused_by_default = S_k >= kFusedMinKeys;
   return (tune().bwd90 == 1) != fused_by_default ? DqStrategy::fused_ordered
                                                  : DqStrategy::separate_pass;

@@ -116,12 +116,12 @@ TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
   }
 }
 
-TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedOnLongSequencesOnly) {
+TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedFromAThousandKeys) {
   if (std::getenv("FLASHREF_CUDA_TUNE") != nullptr) GTEST_SKIP() << "FLASHREF_CUDA_TUNE is set";
   EXPECT_EQ(dq_strategy(Family::sm90, true, 16384), DqStrategy::fused_ordered);
   EXPECT_EQ(dq_strategy(Family::sm90, true, 8192), DqStrategy::fused_ordered);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 8191), DqStrategy::separate_pass);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 1024), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 1024), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 1023), DqStrategy::separate_pass);
   EXPECT_EQ(dq_strategy(Family::sm90, true, 1), DqStrategy::separate_pass);
 }
 

@@ -43,8 +43,8 @@ FLASHREF_HOST_DEVICE inline SectionPlace section_of(int index, int tiles_per_pai
 // multiprocessors in order, which balances the load): all `pairs` (batch, head) pairs when
 // their bytes fit in `budget`, or when each wave of `wave` blocks holds `wave_tiles` tiles of
 // a head or more (its blocks walk the head's keys together: the leaderboard's 16 heads; wave 0
-// drops this rule, which the d = 64 forward keeps at two tiles and the fused backward at four,
-// kernels/sm90/configs.hpp); otherwise as many as fit in `budget`, at least one.
+// drops this rule, which the d = 64 forward keeps at two tiles and the d = 64 fused backward at
+// four, kernels/sm90/configs.hpp); otherwise as many as fit in `budget`, at least one.
 // `bytes_per_pair` is what a pair's tiles read of the other side (keys and values for query
 // tiles; queries and dO for key tiles).
 inline long long tile_section(long long pairs, long long bytes_per_pair, long long budget,

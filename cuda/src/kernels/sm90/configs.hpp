@@ -58,14 +58,19 @@ constexpr bool fwd_one_section_per_wave(int kD) {
   return kD == 64;
 }
 
-// The fused backward keeps one section where each wave holds four tiles of each head or more
-// (tile_order.hpp's wave rule at four tiles). Run 18a (bench/results/2026-12-02-h200-run18a,
-// medians of 20, two rounds), the leaderboard's 16 heads (eight tiles a head a wave), one
-// section (order90=6) against sections of 9 (d = 64) and 4 (d = 128) heads: 3.103 / 3.093 ms
-// against 3.263 / 3.179 at d = 64, 5.254 / 5.489 against 5.580 / 5.583 at d = 128. Run 17b,
-// S = 8k (B 4: 64 heads, two tiles a head a wave): sections 3.335 against 3.614 (d = 64) and
-// 5.556-5.641 against 6.811-6.837 (d = 128).
-inline constexpr int kFusedBwdWaveTiles = 4;
+// The tiles of a head that each wave must hold for the fused backward to keep one section
+// (tile_order.hpp's wave rule; 0: no rule, sections by the L2 budget alone). At d = 64, four:
+// run 18a (bench/results/2026-12-02-h200-run18a, medians of 20, two rounds), the leaderboard's
+// 16 heads (eight tiles a head a wave) in one section (order90=6) against sections of 9 heads:
+// 3.103 / 3.093 ms against 3.263 / 3.179; run 18b, S = 16k (B 2, 32 heads): one section
+// 6.560 against 6.506 for sections (order90=5); run 17b, S = 8k (B 4, 64 heads, two tiles a
+// head a wave): sections 3.335 against 3.614. At d = 128 none: run 18b, S = 16k (B 2) one
+// section 11.676 against 10.748 for sections of 2 heads; the leaderboard, run 18a, one
+// section 5.254 / 5.489 against 5.580 / 5.583 for sections of 4 (counted before the
+// accumulator was).
+constexpr int fused_bwd_wave_tiles(int kD) {
+  return kD == 64 ? 4 : 0;
+}
 
 // The alternatives FLASHREF_CUDA_TUNE fwd90=N picks (compiled with
 // FLASHREF_CUDA_TUNING_VARIANTS), for the run that compares them with the kept one:

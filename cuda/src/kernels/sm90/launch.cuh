@@ -239,9 +239,10 @@ void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, lon
 template <DType kDtype, typename T>
 void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
+  const long long section =
+      key_tile_section(args, T::kD, 1, kernels::sm90::fused_bwd_wave_tiles(T::kD), true);
   launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
-                        kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv,
-                        key_tile_section(args, T::kD, 1, kernels::sm90::kFusedBwdWaveTiles, true),
+                        kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv, section,
                         T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
                                                                 : "bwd_fused_atomic_wgmma",
                         stream);
