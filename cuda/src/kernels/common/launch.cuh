@@ -101,17 +101,16 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 }
 
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N,bwd90=N,
-// order90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead
-// of variant 0 (fwd 1-3, dq 1, dkdv 1-2), those of the sm90 forward (fwd90 1-4, 6, 7,
+// order90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead of
+// variant 0 (fwd 1-3, dq 1, dkdv 1-2), those of the sm90 forward (fwd90 1-4, 6, 7,
 // kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
 // tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1
 // the one that is not the default, dispatch.cu's dq_strategy; both are always compiled) and
-// the sm90 tile order's L2 budget (order90: 1
-// none, which numbers all heads together as before sections; 2 twice the default, 3 half; 4
-// sections of three heads whatever the sizes, for the tests; 5 and 6 the rule that keeps one
-// section where a wave holds a few tiles of each head or more, dropped (5) or kept (6) by every
-// kernel; kernels/sm90/launch.cuh).
+// the sm90 tile order's L2 budget (order90: 1 none, which numbers all heads together as before
+// sections; 2 twice the default, 3 half; 4 sections of three heads whatever the sizes, for the
+// tests; 5 and 6 the rule that keeps one section where a wave holds a few tiles of each head or
+// more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh).
 // Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
@@ -127,8 +126,8 @@ inline constexpr bool kTuningVariants = FLASHREF_CUDA_TUNING_VARIANTS != 0;
 
 struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
-  int bwd90 = 0;     // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
-  int order90 = 0;   // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
+  int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
+  int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
 };
 inline const Tune& tune() {
   static const Tune t = [] {
