@@ -237,13 +237,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // get a tile back once it has been read, and (ordered) the next key tile may add once
         // it has been written: the writer's latency per step is one round trip, not one per
         // tile and two in the consumers' way (run 15).
-        auto first_tile_of = [&](int it) {
-          const int hq = h_kv * args.group + it / per_head;
-          return (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
-                 kTilesPerStep * query_tile(it);
-        };
         for (int it = 0; it < total; ++it) {
-          const int64_t first_tile = first_tile_of(it);
+          const int hq = h_kv * args.group + it / per_head;
+          const int64_t first_tile = (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
+                                     kTilesPerStep * query_tile(it);
 #pragma unroll
           for (int u = 0; u < kTilesPerStep; ++u) {
             if constexpr (T::kDqMode == kDqOrdered) {
