@@ -174,7 +174,7 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; 8 and 9 at d = 64, 10 at d = 128, for a positive scale; another value keeps the
+// scale; 8, 9 and 11 at d = 64, 10 at d = 128, for a positive scale; another value keeps the
 // configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
@@ -195,6 +195,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       using TwoQ = FwdVariant<Element, 64, 8>;
       if (v == 8 && !unfolded) return launch_fwd<kDtype, typename TwoQ::Traits>(args, stream);
       if (v == 9 && !unfolded) return launch_fwd<kDtype, typename TwoQ::Short>(args, stream);
+      if (v == 11 && !unfolded)
+        return launch_fwd<kDtype, typename TwoQ::ShortFourStages>(args, stream);
     } else {
       using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
