@@ -83,11 +83,6 @@ constexpr int fused_bwd_wave_tiles(int kD) {
 //   6: the d = 128 configuration before run 17, with two stages (folded);
 //   7: at d = 64, the 192-row tiles (FwdConfig) at S_q <= 1024 too (FwdShortConfig's
 //      measurement; a default kernel, so any build takes it: the GPU suites run with it).
-//   8: at d = 64, FwdConfig's 192-row tiles with two Q buffers (FwdTraitsTwoQ) at every S_q;
-//   9: at d = 64, FwdShortConfig's 128-row tiles with two Q buffers at every S_q;
-//  11: the same with four stages;
-//  10: at d = 128, two Q buffers with B_k = 96 (three stages of 128 keys and a second Q do not
-//      fit in the 227 KB a block may have).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -105,16 +100,6 @@ struct FwdVariant<Element, 64, 3> {
 template <typename Element>
 struct FwdVariant<Element, 128, 6> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
-};
-template <typename Element>
-struct FwdVariant<Element, 64, 8> {
-  using Traits = FwdTraitsTwoQ<FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>>;
-  using Short = FwdTraitsTwoQ<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;
-  using ShortFourStages = FwdTraitsTwoQ<FwdTraitsFoldScale<Element, 64, 2, 4, true, 128, true>>;
-};
-template <typename Element>
-struct FwdVariant<Element, 128, 10> {
-  using Traits = FwdTraitsTwoQ<FwdTraitsFoldScale<Element, 128, 2, 3, true, 96, true>>;
 };
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent

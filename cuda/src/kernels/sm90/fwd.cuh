@@ -44,9 +44,6 @@ struct FwdTraits {
   // A grid of one block per multiprocessor, each looping over query tiles (the next tile's Q
   // and K/V load under the current one's last product and epilogue), or one block per tile.
   static constexpr bool kPersistent = kPersistent_;
-  // Q buffers: with one, a persistent block loads the next tile's Q, and the K/V tiles after it,
-  // once every S of the current tile has landed (FwdTraitsTwoQ: two).
-  static constexpr int kQBuffers = 1;
   // The softmax scales each score before the row max (FwdTraitsFoldScale: after).
   static constexpr bool kFoldScale = false;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
@@ -54,10 +51,10 @@ struct FwdTraits {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
-  static constexpr int kTileBytes = kQBuffers * kQBytes + 2 * kStages * kKVBytes;
-  // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q per buffer; K, V
-  // and empty per stage; Q empty per buffer).
-  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (2 * kQBuffers + 3 * kStages);
+  static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
+  // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
+  // per stage; Q empty).
+  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (2 + 3 * kStages);
   // Registers per thread after setmaxnreg (multiples of 8 that fill the 64K): the producer
   // keeps few, the consumers take the rest.
   static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 24;
@@ -78,18 +75,6 @@ template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong,
 struct FwdTraitsFoldScale
     : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent> {
   static constexpr bool kFoldScale = true;
-};
-
-// Traits T with two Q buffers: a persistent block loads the next tile's Q as soon as the tile
-// before the current one has released its buffer, so the next tile's Q and first K/V tiles
-// load while the current tile still runs.
-template <typename T>
-struct FwdTraitsTwoQ : T {
-  static constexpr int kQBuffers = 2;
-  static constexpr int kTileBytes = kQBuffers * T::kQBytes + 2 * T::kStages * T::kKVBytes;
-  static constexpr int kSmemBytes =
-      kTileBytes + kSwizzleAtom + 8 * (2 * kQBuffers + 3 * T::kStages);
-  static_assert(T::kPersistent, "two Q buffers serve a persistent block's next tile");
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -147,16 +132,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   using Schedule = QueryTileSchedule<kBlockM, kBlockN>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + kSwizzleAtom - 1) & ~uint32_t(kSwizzleAtom - 1);
-  constexpr int kQBuffers = T::kQBuffers;
-  auto sQ = [&](int qb) { return base + qb * T::kQBytes; };
-  auto sK = [&](int st) { return base + kQBuffers * T::kQBytes + st * 2 * T::kKVBytes; };
+  const uint32_t sQ = base;
+  auto sK = [&](int st) { return base + T::kQBytes + st * 2 * T::kKVBytes; };
   auto sV = [&](int st) { return sK(st) + T::kKVBytes; };
-  const uint32_t bars = base + T::kTileBytes;
-  auto bar_q = [&](int qb) { return bars + 8 * qb; };
-  auto bar_k = [&](int st) { return bars + 8 * (kQBuffers + st); };
-  auto bar_v = [&](int st) { return bars + 8 * (kQBuffers + kStages + st); };
-  auto bar_empty = [&](int st) { return bars + 8 * (kQBuffers + 2 * kStages + st); };
-  auto bar_q_empty = [&](int qb) { return bars + 8 * (kQBuffers + 3 * kStages + qb); };
+  const uint32_t bar_q = base + T::kTileBytes;
+  auto bar_k = [&](int st) { return bar_q + 8 * (1 + st); };
+  auto bar_v = [&](int st) { return bar_q + 8 * (1 + kStages + st); };
+  auto bar_empty = [&](int st) { return bar_q + 8 * (1 + 2 * kStages + st); };
+  const uint32_t bar_q_empty = bar_q + 8 * (1 + 3 * kStages);
 
   // The block's query tiles: blockIdx.x, then (a persistent grid, smaller than the tile count)
   // one per round of gridDim.x, every other round walked backwards. The tiles are numbered
@@ -177,13 +160,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    for (int qb = 0; qb < kQBuffers; ++qb) mbar_init(bar_q(qb), 1);
+    mbar_init(bar_q, 1);
     for (int st = 0; st < kStages; ++st) {
       mbar_init(bar_k(st), 1);
       mbar_init(bar_v(st), 1);
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
-    for (int qb = 0; qb < kQBuffers; ++qb) mbar_init(bar_q_empty(qb), 128 * T::kConsumers);
+    mbar_init(bar_q_empty, 128 * T::kConsumers);
     mbar_init_fence();
   }
   __syncthreads();
@@ -198,14 +181,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const Schedule tile(args, index, m_blocks);
         const int n_end = key_tiles_end(tile);
         if (n_end == 0) continue;  // the consumers write it; nothing to load
-        // Alg. 1 line 5: load Q_i, once the consumers are done with the Q its buffer held.
-        const int qb = q_loads % kQBuffers;
-        mbar_wait(bar_q_empty(qb), ((q_loads / kQBuffers) & 1) ^ 1);
+        // Alg. 1 line 5: load Q_i, once the consumers are done with the previous tile's.
+        mbar_wait(bar_q_empty, (q_loads & 1) ^ 1);
         ++q_loads;
-        mbar_expect_tx(bar_q(qb), T::kQBytes);
+        mbar_expect_tx(bar_q, T::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sQ(qb) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q(qb), cb * kBlockCols,
+          tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kBlockCols,
                       tile.row0, tile.h, tile.b);
         // Line 8, for every key tile, into the next free stage.
         for (int n = n_end - 1; n >= 0; --n, ++it) {
@@ -231,12 +213,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
-  auto issue_s = [&](float(&acc_s)[kBlockN / 2], uint32_t s_q, int st) {  // S = Q_i K_j^T
+  auto issue_s = [&](float(&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
       const uint64_t a =
-          make_smem_desc(s_q + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes,
+          make_smem_desc(sQ + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes,
                          16, kSwizzleAtom);
       const uint64_t bk =
           make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
@@ -306,9 +288,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
     float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f}, alpha[2];
     uint32_t p_frag[kBlockN / 16][4];
-    const int qb = q_loads % kQBuffers;
-    const uint32_t s_q = sQ(qb);
-    mbar_wait(bar_q(qb), (q_loads / kQBuffers) & 1);
+    mbar_wait(bar_q, q_loads & 1);
     ++q_loads;
 
     // The first key tile visited: S, softmax and P~ (no P~ V yet).
@@ -319,7 +299,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_wait(bar_k(st), (it / kStages) & 1);
       take_turn();
       wgmma_fence();
-      issue_s(acc_s, s_q, st);
+      issue_s(acc_s, st);
       wgmma_commit();
       pass_turn();
       wgmma_wait<0>();
@@ -335,7 +315,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
       take_turn();
       wgmma_fence();
-      issue_s(acc_s, s_q, st);
+      issue_s(acc_s, st);
       wgmma_commit();
       issue_pv(p_frag, st_prev);
       wgmma_commit();
@@ -356,7 +336,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
     // Every S of the tile has landed: the producer may load the next tile's Q under the last
     // P~ V and the epilogue.
-    mbar_arrive(bar_q_empty(qb));
+    mbar_arrive(bar_q_empty);
     {  // the last P~ V
       const int st_prev = (it - 1) % kStages;
       mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);

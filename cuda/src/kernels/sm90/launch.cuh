@@ -174,8 +174,7 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; 8, 9 and 11 at d = 64, 10 at d = 128, for a positive scale; another value keeps the
-// configuration of that head dim).
+// scale; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -192,16 +191,9 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       using FourStages = typename FwdVariant<Element, 64, 3>::Traits;
       if (v == 1) return launch_fwd<kDtype, OneBlockPerTile>(args, stream);
       if (v == 3) return launch_fwd<kDtype, FourStages>(args, stream);
-      using TwoQ = FwdVariant<Element, 64, 8>;
-      if (v == 8 && !unfolded) return launch_fwd<kDtype, typename TwoQ::Traits>(args, stream);
-      if (v == 9 && !unfolded) return launch_fwd<kDtype, typename TwoQ::Short>(args, stream);
-      if (v == 11 && !unfolded)
-        return launch_fwd<kDtype, typename TwoQ::ShortFourStages>(args, stream);
     } else {
       using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
-      using TwoQ = typename FwdVariant<Element, 128, 10>::Traits;
-      if (v == 10 && !unfolded) return launch_fwd<kDtype, TwoQ>(args, stream);
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
