@@ -23,6 +23,8 @@
 
 #include <cuda.h>
 
+#include <type_traits>
+
 #include "kernels/common/args.hpp"
 #include "kernels/common/epilogue.cuh"
 #include "kernels/common/ptx.cuh"
@@ -82,12 +84,14 @@ struct FwdTraitsFoldScale
 // sum l; alpha = 2^(m_old - m) per row for the rescale of O. With kFold (a positive scale)
 // the max is taken over the raw scores and scaled once per row, and each score enters the
 // exponent through one FFMA: fl(c x max s) = max fl(c x s) for c > 0, so m is the
-// same number; P~ differs from the unfolded one by the FFMA's single rounding.
-template <int kBlockN, bool kFold>
+// same number; P~ differs from the unfolded one by the FFMA's single rounding. kMasked: the
+// tile crosses the diagonal or the end of the keys, so each score's index is compared; a full
+// tile compiles without them.
+template <int kBlockN, bool kFold, bool kMasked>
 __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
                                                float (&row_l)[2], float (&alpha)[2],
-                                               bool needs_mask, const int (&limit)[2], int n0,
-                                               int t, float scale_log2) {
+                                               const int (&limit)[2], int n0, int t,
+                                               float scale_log2) {
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float m = kFold ? -INFINITY : row_m[hf];
@@ -97,7 +101,7 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
       for (int e = 0; e < 2; ++e) {
         float& s = acc_s[4 * i + 2 * hf + e];
         if constexpr (!kFold) s *= scale_log2;
-        if (needs_mask && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
+        if (kMasked && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
         m = fmaxf(m, s);
       }
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
@@ -277,7 +281,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       const int64_t last = static_cast<int64_t>(row0 + r_lo + hf * 8) + args.causal_offset;
       limit[hf] = args.causal ? static_cast<int>(max64(0, min64(args.S_k, last + 1))) : args.S_k;
     }
-    // Only tiles that cross the diagonal or the end of the keys compare indices.
+    // Only tiles that cross the diagonal or the end of the keys compare indices. Both
+    // conditions grow with n0, so walked from the last key tile down the masked tiles come
+    // first and the rest run a loop with no index math (Alg. 1's full tiles).
     auto needs_mask = [&](int n0) {
       return n0 + kBlockN > args.S_k ||
              (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
@@ -304,11 +310,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       pass_turn();
       wgmma_wait<0>();
       fence_registers(acc_s);
-      online_softmax<kBlockN, T::kFoldScale>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN),
-                                             limit, n * kBlockN, t, args.scale_log2);
+      if (needs_mask(n * kBlockN))
+        online_softmax<kBlockN, T::kFoldScale, true>(acc_s, row_m, row_l, alpha, limit, n * kBlockN,
+                                                     t, args.scale_log2);
+      else
+        online_softmax<kBlockN, T::kFoldScale, false>(acc_s, row_m, row_l, alpha, limit,
+                                                      n * kBlockN, t, args.scale_log2);
       pack_p(p_frag, acc_s);
     }
-    for (--n, ++it; n >= 0; --n, ++it) {
+    // Key tile n (below the first), after the product of the one before it.
+    auto visit = [&](int n, auto masked) {
       const int st = it % kStages, st_prev = (it - 1) % kStages;
       float acc_s[kBlockN / 2];
       mbar_wait(bar_k(st), (it / kStages) & 1);
@@ -322,8 +333,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       pass_turn();
       wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
       fence_registers(acc_s);
-      online_softmax<kBlockN, T::kFoldScale>(acc_s, row_m, row_l, alpha, needs_mask(n * kBlockN),
-                                             limit, n * kBlockN, t, args.scale_log2);
+      online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value>(
+          acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       wgmma_wait<0>();
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_prev));
@@ -333,7 +344,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
       pack_p(p_frag, acc_s);
-    }
+    };
+    for (--n, ++it; n >= 0 && needs_mask(n * kBlockN); --n, ++it) visit(n, std::true_type{});
+    for (; n >= 0; --n, ++it) visit(n, std::false_type{});
     // Every S of the tile has landed: the producer may load the next tile's Q under the last
     // P~ V and the epilogue.
     mbar_arrive(bar_q_empty);
