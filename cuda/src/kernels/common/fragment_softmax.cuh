@@ -125,23 +125,6 @@ __device__ __forceinline__ void normalize_rows(E* sO, float* lse_rows, const flo
     }
 }
 
-// A visible key of a query that sees one key has P = 1 exactly (transposed tiles, as below).
-template <int kNT>
-__device__ __forceinline__ void p_transposed_single_key_rows(float (&acc_s)[kNT][4],
-                                                             const AttnArgs& args, int m0, int t) {
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-      if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          float& p = acc_s[nt][hf * 2 + c];
-          p = p != 0.0f ? 1.0f : 0.0f;
-        }
-      }
-}
-
 // Alg. 2 line 12 in the dK/dV pass, on transposed tiles (keys first_key + .. as rows, queries
 // m0.. as columns): P^T = 2^(s'^T - L') in place of S^T, L' read from sL2 (this step's rows);
 // 0 above the diagonal of a tile that needs the mask. A visible key of a single-key query has
@@ -167,22 +150,18 @@ __device__ __forceinline__ void p_transposed_from_scores(float (&acc_s)[kNT][4],
     }
   }
   // Kept out of the loop above (rarely taken; inside it cost registers and spills).
-  if (has_single) p_transposed_single_key_rows(acc_s, args, m0, t);
-}
-
-// P^T = 0 above the causal diagonal, after P^T was made without the mask: the same zeros (a
-// masked score gives 2^(-inf) = 0 there), in a step of its own that the full tiles skip.
-template <int kNT>
-__device__ __forceinline__ void p_transposed_mask(float (&acc_s)[kNT][4], const AttnArgs& args,
-                                                  int first_key, int m0, int t) {
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int64_t first_q = first_seeing_query(args, first_key + hf * 8);
+  if (has_single) {
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int c = 0; c < 2; ++c)
-        if (m0 + nt * 8 + 2 * t + c < first_q) acc_s[nt][hf * 2 + c] = 0.0f;
+        if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) {
+            float& p = acc_s[nt][hf * 2 + c];
+            p = p != 0.0f ? 1.0f : 0.0f;
+          }
+        }
   }
 }
 

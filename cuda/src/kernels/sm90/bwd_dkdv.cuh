@@ -387,16 +387,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       const bool needs_mask =
           args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
       const bool has_single = tile_has_single_key_row(args, m0, kBlockM);
-      // Apart from the 128-query steps (d = 64), the mask and the single-key rows are steps of
-      // their own after P that the full tiles skip: compared inside it, every step ran the
-      // compares, predicated (run 19b). At d = 64 that split costs ptxas 4-8 bytes of spills.
-      if constexpr (T::kDqByRows) {
-        p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + lane_row, m0, t);
-      } else {
-        p_transposed_from_scores(acc_s, sL2, args, false, false, n0 + lane_row, m0, t);
-        if (needs_mask) p_transposed_mask(acc_s, args, n0 + lane_row, m0, t);
-        if (has_single) p_transposed_single_key_rows(acc_s, args, m0, t);
-      }
+      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + lane_row, m0, t);
       if constexpr (T::kFused) {
         // Keys past S_k (zero rows of K and V) have scores 0 and P = 2^(-L'), which overflows
         // for a row whose scores are all very negative; their dK and dV rows are never stored,
