@@ -37,4 +37,19 @@ __device__ __forceinline__ bool tile_has_single_key_row(const AttnArgs& args, in
                                                -args.causal_offset < m0 + rows));
 }
 
+// The transposed backward's columns (query m0 + 2 t + x for x = 8 nt + c, this thread's) that
+// see one key, in a tile where tile_has_single_key_row holds: every column when S_k = 1, else
+// the one whose query is the causal diagonal's first row, x = -offset - m0 - 2 t (out of the
+// thread's range when not its own). In 32 bits, so that a column's test is one compare.
+struct SingleKeyColumns {
+  bool every;
+  int x;
+  __device__ __forceinline__ bool holds(int col) const { return every || col == x; }
+};
+__device__ __forceinline__ SingleKeyColumns single_key_columns(const AttnArgs& args, int m0,
+                                                               int t) {
+  const int64_t x = -args.causal_offset - m0 - 2 * t;  // within the tile when the test holds
+  return {args.S_k == 1, x < -1 || x > (int64_t{1} << 20) ? -1 : static_cast<int>(x)};
+}
+
 }  // namespace flashref::cuda::kernels

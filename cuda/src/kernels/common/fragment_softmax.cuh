@@ -125,37 +125,48 @@ __device__ __forceinline__ void normalize_rows(E* sO, float* lse_rows, const flo
     }
 }
 
-// Alg. 2 line 12 in the dK/dV pass, on transposed tiles (keys first_key + .. as rows, queries
-// m0.. as columns): P^T = 2^(s'^T - L') in place of S^T, L' read from sL2 (this step's rows);
-// 0 above the diagonal of a tile that needs the mask. A visible key of a single-key query has
-// P = 1 exactly, a masked one 0 (checked only in a tile that holds such a query).
+// Alg. 2 line 12 in the dK/dV pass, on transposed tiles (keys n0 + key_row (+ 8) as this
+// thread's rows, queries m0.. as columns): P^T = 2^(s'^T - L') in place of S^T, L' read from
+// sL2 (this step's rows); 0 above the diagonal of a tile that needs the mask. A visible key of
+// a single-key query has P = 1 exactly, a masked one 0 (checked only in a tile that holds such
+// a query).
 template <int kNT>
 __device__ __forceinline__ void p_transposed_from_scores(float (&acc_s)[kNT][4], const float* sL2,
                                                          const AttnArgs& args, bool needs_mask,
-                                                         bool has_single, int first_key, int m0,
-                                                         int t) {
+                                                         bool has_single, int n0, int key_row,
+                                                         int m0, int t) {
+  // Key k is visible to query q iff q >= k - offset, so the thread's column 8 nt + c (query
+  // m0 + 8 nt + 2 t + c) of row hf is masked iff 8 nt + c < first_seeing_query(n0 + key_row +
+  // 8 hf) - m0 - 2 t. Its block-uniform part (64-bit) is clamped to a range where the 32-bit
+  // sum cannot overflow and every compare keeps its outcome, leaving one register and one
+  // compare per element on the thread's side (a 64-bit compare per element, with its operands
+  // live across the steps, cost the fused backward spills).
+  constexpr int64_t kReach = int64_t{1} << 20;
+  const int64_t diagonal = first_seeing_query(args, n0) - m0;
+  const int diagonal32 =
+      static_cast<int>(diagonal < -kReach ? -kReach : diagonal > kReach ? kReach : diagonal);
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    // Key k is visible to query q iff q >= k - offset.
-    const int64_t first_q = first_seeing_query(args, first_key + hf * 8);
+    const int hidden = diagonal32 + key_row + 8 * hf - 2 * t;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
       const float2 l2 = *reinterpret_cast<const float2*>(sL2 + nt * 8 + 2 * t);
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float x = acc_s[nt][hf * 2 + c] * args.scale_log2 - (c == 0 ? l2.x : l2.y);
-        if (needs_mask && m0 + nt * 8 + 2 * t + c < first_q) x = -INFINITY;
+        if (needs_mask && nt * 8 + c < hidden) x = -INFINITY;
         acc_s[nt][hf * 2 + c] = fast_exp2(x);
       }
     }
   }
   // Kept out of the loop above (rarely taken; inside it cost registers and spills).
   if (has_single) {
+    const SingleKeyColumns single = single_key_columns(args, m0, t);
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int c = 0; c < 2; ++c)
-        if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
+        if (single.holds(nt * 8 + c)) {
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
             float& p = acc_s[nt][hf * 2 + c];
@@ -182,11 +193,12 @@ __device__ __forceinline__ void ds_transposed(float (&ds)[kNT][4], const float (
     }
   }
   if (has_single) {
+    const SingleKeyColumns single = single_key_columns(args, m0, t);
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int c = 0; c < 2; ++c)
-        if (sees_one_key(args, m0 + nt * 8 + 2 * t + c)) {
+        if (single.holds(nt * 8 + c)) {
           ds[nt][c] = 0.0f;
           ds[nt][2 + c] = 0.0f;
         }

@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(T::kThreads) bwd_dkdv_mma_kernel(const AttnArg
       // A query that sees a single key has P = 1 there and dS = 0, exactly (sees_one_key);
       // only the tile holding such a query checks.
       const bool has_single = tile_has_single_key_row(args, m0, kBlockM);
-      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + warp_row0 + g, m0, t);
+      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0, warp_row0 + g, m0, t);
 
       if constexpr (T::kDoDV) {
         // Line 13: dV_j += P^T dO_i, P^T rounded to the operand type.

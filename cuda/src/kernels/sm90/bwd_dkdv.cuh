@@ -28,6 +28,8 @@
 
 #include <cuda.h>
 
+#include <type_traits>
+
 #include "kernels/common/args.hpp"
 #include "kernels/common/causal.cuh"
 #include "kernels/common/fragment_softmax.cuh"
@@ -354,12 +356,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   if (total > 0) {
     mbar_wait(bar_kv, 0);
-    int m0 = 0;
-    for (int it = 0; it < total; ++it) {
+    // One step (it, query tile m0). `special`: whether the step's tile crosses the causal
+    // diagonal or holds a query that sees one key; a compile-time constant, so that the other
+    // steps run no index math (the mask's compares were predicated into every step, 133 ISETP
+    // and 64 FSEL of the d = 64 fused kernel's 1,066 instructions a step, run 19b; and with
+    // the single-key rows' code in both copies ptxas spilled).
+    auto step = [&](int it, int m0, bool needs_mask, bool has_single, auto special) {
       const int st = it % kStages;
-      // query_tile(it) * B_q, carried from step to step: computed from `it` at every step, it
-      // cost the walked-down kernels 8 bytes of spills.
-      m0 = it % per_head == 0 ? query_tile(0) * kBlockM : m0 + (T::kWalkDown ? -kBlockM : kBlockM);
       const float* sL2 = reinterpret_cast<const float*>(base_ptr + vec_offset(st));
       const float* sD = sL2 + kBlockM;
       mbar_wait(bar_full(st), (it / kStages) & 1);
@@ -384,10 +387,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       }
 
       // Line 12. Queries past S_q have L' = +inf in the workspace: P = 0 with no compare.
-      const bool needs_mask =
-          args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset;
-      const bool has_single = tile_has_single_key_row(args, m0, kBlockM);
-      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0 + lane_row, m0, t);
+      if constexpr (!decltype(special)::value) needs_mask = has_single = false;
+      p_transposed_from_scores(acc_s, sL2, args, needs_mask, has_single, n0, lane_row, m0, t);
       if constexpr (T::kFused) {
         // Keys past S_k (zero rows of K and V) have scores 0 and P = 2^(-L'), which overflows
         // for a row whose scores are all very negative; their dK and dV rows are never stored,
@@ -460,6 +461,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         fence_registers(acc_dk);
         mbar_arrive(bar_empty(st));
       }
+    };
+    // The special tiles are the query tiles [m_begin, special_end): the causal diagonal and
+    // the single-key rows sit in the first query tiles a key tile sees. Each head's walk runs
+    // them in a copy of the step of their own.
+    auto is_special = [&](int m0) {
+      return (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset) ||
+             tile_has_single_key_row(args, m0, kBlockM);
+    };
+    int special_end = m_begin;
+    while (special_end < m_tiles && is_special(special_end * kBlockM)) ++special_end;
+    const int specials = special_end - m_begin;
+    // Step `it` is step k of its head's walk, at query tile m0.
+    for (int it = 0, k = 0; it < total; ++it, k = k + 1 == per_head ? 0 : k + 1) {
+      const int m0 = (T::kWalkDown ? m_tiles - 1 - k : m_begin + k) * kBlockM;
+      if (T::kWalkDown ? k >= per_head - specials : k < specials)
+        step(it, m0,
+             args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset,
+             tile_has_single_key_row(args, m0, kBlockM), std::true_type{});
+      else
+        step(it, m0, false, false, std::false_type{});
     }
   }
 
