@@ -271,7 +271,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   setmaxnreg_inc<T::kConsumerRegs>();
-  const int c = wg - 1, ctid = tid - 128, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // The consumer's index, broadcast from lane 0 so that the compiler knows it is the same in
+  // every lane and keeps the shared memory descriptors that depend on it in uniform registers.
+  const int c = __shfl_sync(0xffffffffu, wg - 1, 0);
+  const int ctid = tid - 128, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int lane_row = c * 64 + ((tid % 128) / 32) * 16 + g;  // keys lane_row (+ 8) of the tile
   constexpr int kNT = kBlockM / 8;                            // 8-query column tiles of S^T
 
@@ -281,14 +284,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   // S^T or dP^T = (K_j or V_j) (Q_i or dO_i)^T over the head dim, both K-major.
   auto issue_transposed_scores = [&](float(&acc)[kBlockM / 2], uint32_t rows, uint32_t cols) {
+    const uint64_t a0 = make_smem_desc(rows + c * (64 * kSwizzleBytes), 16, kSwizzleAtom);
+    const uint64_t b0 = make_smem_desc(cols, 16, kSwizzleAtom);
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
-      const uint64_t a = make_smem_desc(
-          rows + blk * (kBlockN * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
-          kSwizzleAtom);
-      const uint64_t bq =
-          make_smem_desc(cols + blk * (kBlockM * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
+      const uint64_t a = smem_desc_advance(a0, blk * (kBlockN * kSwizzleBytes) + k_bytes);
+      const uint64_t bq = smem_desc_advance(b0, blk * (kBlockM * kSwizzleBytes) + k_bytes);
       WgmmaSS<Element, kBlockM>::run(acc, a, bq, ks > 0 ? 1 : 0);
     }
   };
@@ -296,12 +298,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // rows, the head dim contiguous).
   auto issue_key_gradient = [&](float(&acc)[kD / 2], const uint32_t(&a)[kBlockM / 16][4],
                                 uint32_t rows) {
+    const uint64_t b0 = make_smem_desc(rows, kBlockM * kSwizzleBytes, kSwizzleAtom);
 #pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk) {
-      const uint64_t bd =
-          make_smem_desc(rows + kk * (16 * kSwizzleBytes), kBlockM * kSwizzleBytes, kSwizzleAtom);
-      WgmmaRS<Element, kD>::run(acc, a[kk], bd, 1);
-    }
+    for (int kk = 0; kk < kBlockM / 16; ++kk)
+      WgmmaRS<Element, kD>::run(acc, a[kk], smem_desc_advance(b0, kk * (16 * kSwizzleBytes)), 1);
   };
   // A C tile rounded to the input type, as the A fragments of the next product.
   auto pack = [&](uint32_t(&frag)[kBlockM / 16][4], const float(&acc)[kNT][4]) {
@@ -334,14 +334,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // to the writer.
   auto issue_dq = [&](float(&acc)[32], int half) {
     constexpr uint32_t kRowsPerConsumer = T::kDqByRows ? 64 * kSwizzleBytes : 0;
+    const uint64_t a0 = make_smem_desc(sDS(0) + c * kRowsPerConsumer, 16, kSwizzleAtom);
+    const uint64_t b0 = make_smem_desc(sK + half * (kBlockN * kSwizzleBytes),
+                                       kBlockN * kSwizzleBytes, kSwizzleAtom);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint64_t a =
-          make_smem_desc(sDS(kk / 4) + c * kRowsPerConsumer + (kk % 4) * 32, 16, kSwizzleAtom);
-      const uint64_t bk =
-          make_smem_desc(sK + half * (kBlockN * kSwizzleBytes) + kk * (16 * kSwizzleBytes),
-                         kBlockN * kSwizzleBytes, kSwizzleAtom);
+      const uint64_t a = smem_desc_advance(a0, (kk / 4) * T::kDsBytes + (kk % 4) * 32);
+      const uint64_t bk = smem_desc_advance(b0, kk * (16 * kSwizzleBytes));
       WgmmaSSt<Element, 64>::run(acc, a, bk, kk > 0 ? 1 : 0);
     }
     wgmma_commit();
