@@ -220,22 +220,25 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
   auto issue_s = [&](float(&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
-    const uint64_t a0 = make_smem_desc(sQ + c * (64 * kSwizzleBytes), 16, kSwizzleAtom);
-    const uint64_t b0 = make_smem_desc(sK(st), 16, kSwizzleAtom);
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
-      const uint64_t a = smem_desc_advance(a0, blk * (kBlockM * kSwizzleBytes) + k_bytes);
-      const uint64_t bk = smem_desc_advance(b0, blk * (kBlockN * kSwizzleBytes) + k_bytes);
+      const uint64_t a =
+          make_smem_desc(sQ + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes,
+                         16, kSwizzleAtom);
+      const uint64_t bk =
+          make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
       WgmmaSS<Element, kBlockN>::run(acc_s, a, bk, ks > 0 ? 1 : 0);
     }
   };
   float acc_o[kD / 2];
   auto issue_pv = [&](const uint32_t(&p)[kBlockN / 16][4], int st) {  // O += P~ V_j
-    const uint64_t b0 = make_smem_desc(sV(st), kBlockN * kSwizzleBytes, kSwizzleAtom);
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
-      WgmmaRS<Element, kD>::run(acc_o, p[kk], smem_desc_advance(b0, kk * (16 * kSwizzleBytes)), 1);
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint64_t bv =
+          make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes), kBlockN * kSwizzleBytes, kSwizzleAtom);
+      WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
+    }
   };
   // P~ rounded to the input type, as the A fragments of the P~ V product.
   auto pack_p = [&](uint32_t(&p)[kBlockN / 16][4], const float(&acc_s)[kBlockN / 2]) {
