@@ -6,7 +6,11 @@ triton.testing.do_bench, with TFLOP/s counted as FlashAttention counts them (for
 4*B*H*S_q*S_k*d, halved for causal; backward 2.5x). Writes $OUT/peers.json (or --out).
 
   python3 bench/peers.py [--configs leaderboard,leaderboard128,f32 | --sweep NAME] [--rep-ms 300]
-                         [--out F]
+                         [--flashref] [--out F]
+With --flashref, flashref's own cuda backend (flashref.attention, the Python package on
+PYTHONPATH) is timed by the same function in the same process, once before each problem's peers
+(peer "flashref") and once after them ("flashref-after"), so that ours and the peers share the
+harness, the warm-up and the card's clock state (docs/benchmarks.md, "one harness").
 With --sweep (naive-memory, course, leaderboard: the points of `flashref bench --sweep`), the
 naive rows also carry the bytes of its S x S matrices and whether they fit a 12 GiB / 80 GiB
 card; points that do not fit this one are skipped and say so.
@@ -81,6 +85,18 @@ def sdpa(backend):
     return run
 
 
+def flashref_attention():
+    """flashref.attention (the cuda backend's defaults: the sm90 family on Hopper, the
+    deterministic backward), or an ImportError that says why it cannot run."""
+    import flashref
+    if "cuda" not in flashref.backends():
+        raise ImportError(f"flashref was built without CUDA (backends: {flashref.backends()})")
+
+    def run(q, k, v, causal):
+        return flashref.attention(q, k, v, is_causal=causal)
+    return run
+
+
 PEERS = {
     "flash": sdpa(SDPBackend.FLASH_ATTENTION),
     "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
@@ -92,7 +108,7 @@ PEERS = {
 def measure(config, peer, b, h, s, d, dtype, causal, rep_ms):
     row = dict(config=config, peer=peer, b=b, h=h, s=s, d=d, dtype=str(dtype).split(".")[-1],
                causal=causal)
-    fn = PEERS[peer]
+    fn = PEERS[peer.removesuffix("-after")]
     restore_tf32 = set_matmul_tf32(config in TF32_CONFIGS)
     try:
         torch.manual_seed(0)
@@ -114,11 +130,11 @@ def measure(config, peer, b, h, s, d, dtype, causal, rep_ms):
         f = flops_forward(b, h, s, d, causal)
         row.update(fwd_ms=fwd, bwd_ms=bwd, total_ms=total, fwd_tflops=f / fwd / 1e9,
                    bwd_tflops=2.5 * f / bwd / 1e9, total_tflops=3.5 * f / total / 1e9)
-        print(f"{config:22s} {peer:9s} fwd {fwd:8.3f} ms  bwd {bwd:8.3f} ms  fwd+bwd {total:8.3f} ms"
+        print(f"{config:22s} {peer:14s} fwd {fwd:8.3f} ms  bwd {bwd:8.3f} ms  fwd+bwd {total:8.3f} ms"
               f"  ({row['total_tflops']:6.1f} TFLOP/s)", flush=True)
     except Exception as e:  # a peer that cannot run a problem is reported, not fatal
         row["error"] = f"{type(e).__name__}: {str(e)[:160]}"
-        print(f"{config:22s} {peer:9s} {row['error']}", flush=True)
+        print(f"{config:22s} {peer:14s} {row['error']}", flush=True)
     finally:
         restore_tf32()
     torch.cuda.empty_cache()
@@ -152,10 +168,14 @@ def main():
     ap.add_argument("--configs", default="leaderboard,leaderboard128,f32")
     ap.add_argument("--sweep", help="run a named sweep's points instead of --configs")
     ap.add_argument("--rep-ms", type=int, default=300)
+    ap.add_argument("--flashref", action="store_true",
+                    help="also time flashref.attention, before and after each problem's peers")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "peers.json"))
     args = ap.parse_args()
     print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}",
           flush=True)
+    if args.flashref:
+        PEERS["flashref"] = flashref_attention()  # fails loudly: the comparison was asked for
     rows = []
     if args.sweep:
         free = torch.cuda.mem_get_info()[0]
@@ -167,7 +187,7 @@ def main():
                 if peer == "naive" and need > 0.8 * free:
                     row = dict(config=label, peer=peer, b=b, h=h, s=s, d=d, causal=causal,
                                error=f"skipped: needs ~{need / 2**30:.1f} GiB")
-                    print(f"{label:22s} {peer:9s} {row['error']}", flush=True)
+                    print(f"{label:22s} {peer:14s} {row['error']}", flush=True)
                 else:
                     row = measure(label, peer, b, h, s, d, dtype, causal, args.rep_ms)
                 if peer == "naive":
@@ -179,10 +199,15 @@ def main():
             if name not in CONFIGS:
                 sys.exit(f"peers.py: unknown config '{name}' (known: {', '.join(CONFIGS)})")
             b, h, s, d, dtype, causal, peers = CONFIGS[name]
+            if args.flashref and name not in TF32_CONFIGS:
+                peers = ("flashref",) + peers + ("flashref-after",)
             for peer in peers:
                 rows.append(measure(name, peer, b, h, s, d, dtype, causal, args.rep_ms))
     meta = dict(torch=torch.__version__, triton=triton.__version__,
                 device=torch.cuda.get_device_name())
+    if args.flashref:
+        import flashref
+        meta["flashref"] = flashref.__version__
     with open(args.out, "w") as fh:
         json.dump(dict(meta=meta, rows=rows), fh, indent=1)
 
