@@ -110,10 +110,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // the sm90 tile order's L2 budget (order90: 1 none, which numbers all heads together as before
 // sections; 2 twice the default, 3 half; 4 sections of three heads whatever the sizes, for the
 // tests; 5 and 6 the rule that keeps one section where a wave holds a few tiles of each head or
-// more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused
-// backward's alternatives (fused90: 1 its dQ product deferred to the next step, BwdDqDeferred;
-// 2 at d = 128 that with P^T made under dP^T's product, BwdDqDeferredPUnderDp;
-// kernels/sm90/bwd_dkdv.cuh).
+// more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh).
 // Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
@@ -131,7 +128,6 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
-  int fused90 = 0;  // the sm90 fused backward: 0 default; 1 dQ deferred; 2 also P under dP
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -154,12 +150,11 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 2);
     return r;
   }();
   if constexpr (!kTuningVariants) {
     if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || (t.fwd90 != 0 && t.fwd90 != 7) || t.f32 == 2 ||
-        t.f32bwd != 0 || t.fused90 != 0) {
+        t.f32bwd != 0) {
       throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
                         std::getenv("FLASHREF_CUDA_TUNE") +
                         "\" asks for a tuning variant, and this build has none compiled (they "

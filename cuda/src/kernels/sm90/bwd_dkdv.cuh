@@ -80,12 +80,6 @@ struct BwdDkvTraitsOf {
   // the other order spilled 152 bytes, and at d = 128 (32 + 32 + 64 + 64) ptxas serialized the
   // wgmmas for want of registers (C7512, every d = 128 dK/dV kernel up to run 14).
   static constexpr bool kDsFirst = kDqByRows || kD == 128;
-  // Fused: whether a step's dQ product is issued at the next step's start, its tile stored
-  // under that step's S^T product (BwdDqDeferred below); false: issued, waited for and stored
-  // within its step.
-  static constexpr bool kDqDeferred = false;
-  // Deferred: whether P^T is made under dP^T's product (always at 128-query steps).
-  static constexpr bool kPUnderDp = kDqByRows;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
@@ -134,25 +128,6 @@ struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
 template <typename Element, int kStages, int kDqMode>
 struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
-};
-
-// A fused kernel whose dQ product is issued at the next step's start, with S^T's product
-// queued behind it: the step ends once its dS is stored and its dV and dK products are done,
-// and the next one hands dQ's tile to the writer under S^T's product, so that the tensor pipe
-// goes from dQ_i to S^T_{i+1} without the wait for dQ, the tile's stores and the stage's wait
-// in between. (Issued and waited within one step: with dQ_i waited in the step after its
-// issue, ptxas serialized the kernel's wgmmas, C7514, and dQ's accumulators, live across the
-// step, spilled.)
-template <typename Base>
-struct BwdDqDeferred : Base {
-  static_assert(Base::kFused && (Base::kDqByCols || Base::kD == 64),
-                "deferred dQ: one dQ product a step");
-  static constexpr bool kDqDeferred = true;
-};
-// The same with P^T made under dP^T's product at d = 128 too (the 128-query kernel's order).
-template <typename Base>
-struct BwdDqDeferredPUnderDp : BwdDqDeferred<Base> {
-  static constexpr bool kPUnderDp = true;
 };
 
 template <typename T>
@@ -379,26 +354,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
   };
 
-  // Deferred dQ: the tile of step `it`, whose product has completed, to the writer.
-  const int dq_tile = T::kDqByRows ? c : 0, dq_first_half = T::kDqByCols ? c : 0;
-  auto hand_dq = [&](float(&acc)[32], int it) {
-    fence_registers(acc);
-    mbar_wait(bar_dq_empty(dq_tile), (it & 1) ^ 1);  // the writer has read the last one
-    store_dq(dq_tile, acc, dq_first_half);
-    fence_proxy_async_shared();  // read by the TMA (the async proxy)
-    mbar_arrive(bar_dq_full(dq_tile));
-  };
-
   if (total > 0) {
-    if constexpr (T::kDqDeferred) {
-      // The first step's dQ product has no step before it: it runs on zeros, and is dropped,
-      // so that every step issues the same products (with the first one's issued under a
-      // branch, ptxas serialized every wgmma of the kernel: C7514).
-      float4* ds = reinterpret_cast<float4*>(base_ptr + (sDS(c) - base));
-      for (int i = ctid; i < T::kDsBytes / 16; i += 128) ds[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      fence_proxy_async_shared();
-      named_bar_sync(4, 256);
-    }
     mbar_wait(bar_kv, 0);
     // One step (it, query tile m0). `special`: whether the step's tile crosses the causal
     // diagonal or holds a query that sees one key; a compile-time constant, so that the other
@@ -414,39 +370,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float acc_s[kNT][4], acc_dp[kNT][4];
       float(&flat_s)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_s);
       float(&flat_dp)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_dp);
-      if constexpr (T::kDqDeferred) {
-        // Line 16 of the step before (both consumers' dS stored at its end; zeros before the
-        // first step), S^T's product queued behind it, and the dQ tile handed to the writer
-        // under S^T's product.
-        float acc_dq[32];
-        issue_dq(acc_dq, dq_first_half);
-        wgmma_fence();
-        issue_transposed_scores(flat_s, sK, sQ(st));
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (it > 0) hand_dq(acc_dq, it - 1);
-        wgmma_fence();
-        issue_transposed_scores(flat_dp, sV, sdO(st));
-        wgmma_commit();
-        if constexpr (T::kPUnderDp) {
-          wgmma_wait<1>();
-          fence_registers(flat_s);
-        } else {
-          wgmma_wait<0>();
-          fence_registers(flat_s);
-          fence_registers(flat_dp);
-        }
-      } else if constexpr (T::kDqByRows) {  // P^T under dP^T's product (run 14b: 1-3% faster)
-        wgmma_fence();
-        issue_transposed_scores(flat_s, sK, sQ(st));
+      wgmma_fence();
+      issue_transposed_scores(flat_s, sK, sQ(st));
+      if constexpr (T::kDqByRows) {  // P^T under dP^T's product (run 14b: 1-3% faster)
         wgmma_commit();
         issue_transposed_scores(flat_dp, sV, sdO(st));
         wgmma_commit();
         wgmma_wait<1>();
         fence_registers(flat_s);
       } else {
-        wgmma_fence();
-        issue_transposed_scores(flat_s, sK, sQ(st));
         issue_transposed_scores(flat_dp, sV, sdO(st));
         wgmma_commit();
         wgmma_wait<0>();
@@ -471,7 +403,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       }
       uint32_t p_frag[kBlockM / 16][4], ds_frag[kBlockM / 16][4];
       if constexpr (T::kDsFirst) {
-        if constexpr (T::kDqByRows || T::kPUnderDp) {  // dP^T's product may still run
+        if constexpr (T::kDqByRows) {  // dP^T's product may still run
           wgmma_wait<0>();
           fence_registers(flat_dp);
         }
@@ -502,13 +434,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         store_ds(ds_frag);
         fence_proxy_async_shared();
         named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
-        if constexpr (T::kDqDeferred) {  // dQ_i's product: at the next step's start
-          wgmma_wait<0>();
-          fence_registers(acc_dv);
-          fence_registers(acc_dk);
-          mbar_arrive(bar_empty(st));
-          return;
-        }
         const int u = T::kDqByRows ? c : 0, first_half = T::kDqByCols ? c : 0;
         float acc_dq[32];
         issue_dq(acc_dq, first_half);
@@ -556,12 +481,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
              tile_has_single_key_row(args, m0, kBlockM), std::true_type{});
       else
         step(it, m0, false, false, std::false_type{});
-    }
-    if constexpr (T::kDqDeferred) {
-      float acc_dq[32];
-      issue_dq(acc_dq, dq_first_half);
-      wgmma_wait<0>();
-      hand_dq(acc_dq, total - 1);
     }
   }
 

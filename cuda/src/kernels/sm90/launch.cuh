@@ -271,24 +271,6 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
-    if constexpr (kTuningVariants) {
-      using kernels::sm90::BwdDqDeferred;
-      using kernels::sm90::BwdDqDeferredPUnderDp;
-      const bool ordered = args.dq_semaphore != nullptr;
-      if (tune().fused90 == 1) {
-        if (ordered)
-          return backward_fused<kDtype, BwdDqDeferred<typename Config::FusedOrdered>>(args, stream);
-        return backward_fused<kDtype, BwdDqDeferred<typename Config::FusedAtomic>>(args, stream);
-      }
-      if constexpr (kD == 128) {
-        if (tune().fused90 == 2) {
-          using Ordered = BwdDqDeferredPUnderDp<typename Config::FusedOrdered>;
-          using Atomic = BwdDqDeferredPUnderDp<typename Config::FusedAtomic>;
-          if (ordered) return backward_fused<kDtype, Ordered>(args, stream);
-          return backward_fused<kDtype, Atomic>(args, stream);
-        }
-      }
-    }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
     return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
