@@ -131,10 +131,12 @@ def main():
         # for float32, which neither of the others runs.
         peers = ["efficient"] if CONFIGS[name][4] == torch.float32 else ["cudnn", "flash"]
         rows += measure_problem(name, ["flashref"] + peers, args.rounds, args.burst_ms, flush)
-    with open(args.out, "w") as fh:
-        json.dump(dict(meta=dict(torch=torch.__version__, device=torch.cuda.get_device_name(),
-                                 rounds=args.rounds, burst_ms=args.burst_ms), rows=rows), fh,
-                  indent=1)
+        # Written after every problem, so that a call cut off by its time limit keeps the
+        # problems it finished.
+        with open(args.out, "w") as fh:
+            json.dump(dict(meta=dict(torch=torch.__version__, device=torch.cuda.get_device_name(),
+                                     rounds=args.rounds, burst_ms=args.burst_ms), rows=rows),
+                      fh, indent=1)
     print(table(rows))
 
 

@@ -3,8 +3,11 @@
 problem small enough that the GPU waits for the host (B=1, H=16, S=128, d=64, bf16, causal),
 the wall time of N calls without a synchronization between them is the host's time per call.
 Where a kernel is shorter than that (FlashAttention-3's grid at S = 1k: 0.2 ms), a timed call
-measures the host, not the kernel (run 21b). Prints microseconds per call and a cProfile of
-the forward+backward; writes --out (JSON).
+measures the host, not the kernel (run 21b). The layers: flashref.attention (called eagerly it
+calls _core itself; its custom op serves torch.compile and other tracers), the custom op
+called directly, and _core given tensors (nanobind calls each one's Tensor.__dlpack__) or
+DLPack capsules (as flashref.attention hands them over). Prints microseconds per call and a
+cProfile of the forward+backward; writes --out (JSON).
 
   PYTHONPATH=<flashref's package> python3 python/bench/host_overhead.py --out F
 """
@@ -18,6 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.dlpack import to_dlpack
 
 import flashref
 from flashref import _core
@@ -68,6 +72,11 @@ def main():
     def core_direct():
         _core.attention_forward(qd, kd, vd, o, lse, "causal", d ** -0.5, stream, False)
 
+    def core_capsules():
+        # As flashref.attention hands tensors over: DLPack capsules, not Tensor.__dlpack__.
+        _core.attention_forward(*(to_dlpack(t) for t in (qd, kd, vd, o, lse)), "causal",
+                                d ** -0.5, stream, False)
+
     def both(fn):
         def run():
             for t in (q, k, v):
@@ -80,6 +89,7 @@ def main():
                      ("flashref.attention forward, no_grad", ours_no_grad),
                      ("torch.ops.flashref.attention_forward", op_direct),
                      ("_core.attention_forward (nanobind + C++)", core_direct),
+                     ("_core.attention_forward, DLPack capsules", core_capsules),
                      ("cuDNN SDPA forward+backward", both(cudnn)),
                      ("flashref.attention forward+backward", both(ours))):
         rows[name] = per_call_us(fn, a.calls)

@@ -1,7 +1,9 @@
 """The torch layer on the CPU: flashref.attention against the gold, gradcheck in float64,
-check on torch tensors, the course's Function, fuzz with autograd. Skipped without torch (it
+check on torch tensors, the course's Function, fuzz with autograd, its eager path against its
+custom ops (on CUDA too where there is a GPU) and under torch.compile. Skipped without torch (it
 runs on the GPU machine: scripts/device-run python)."""
 
+import contextlib
 import math
 
 import numpy as np
@@ -11,6 +13,10 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed here; scri
 
 import flashref  # noqa: E402
 from kernels import flash_forward, inputs  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available() or "cuda" not in flashref.backends(),
+                          reason="no CUDA GPU here, or flashref built without its cuda backend")
 
 
 def naive(q, k, v, is_causal=False, mask=None, scale=None):
@@ -171,3 +177,117 @@ def test_fuzz_finds_a_wrong_backward():
                            progress=False)
     assert not result.passed
     assert result.report is not None and "dq_scale" in result.report.codes, str(result.report)
+
+
+# --- The eager path (an autograd.Function calling flashref._core) against the custom ops
+# (what torch.compile, make_fx and every dispatch mode see): the same _core calls, the same bits.
+class _SeesOps(TorchDispatchMode):
+    """Records the ops the dispatcher runs. Like any dispatch mode (a tracer's, FlopCounterMode),
+    it sends flashref.attention through its custom ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _attention_both_ways(q, k, v, do, **kwargs):
+    """O, L, dQ, dK, dV of flashref.attention on the eager path and through the custom ops."""
+    results = []
+    for mode in (None, _SeesOps()):
+        qs, ks, vs = (x.detach().clone().requires_grad_() for x in (q, k, v))
+        with mode or contextlib.nullcontext():
+            o = flashref.attention(qs, ks, vs, **kwargs)
+            # L is not an output: the autograd node saves it, the one (B, H, S_q) tensor.
+            lse, = (t for t in o.grad_fn.saved_tensors if t.shape == o.shape[:-1])
+            o.backward(do)
+        if mode is None:
+            assert type(o.grad_fn).__name__ == "_AttentionBackward", "not the eager path"
+        else:
+            assert {"flashref.attention_forward.default",
+                    "flashref.attention_backward.default"} <= set(mode.ops), mode.ops
+        results.append((o, lse, qs.grad, ks.grad, vs.grad))
+    return results
+
+
+def _strided(x, layout):
+    """x itself, or x's values in (B, S, H, d) memory seen as (B, H, S, d) with a row stride of
+    d + 1 (on CUDA not a whole number of 16 bytes: the one copy)."""
+    if layout == "contiguous":
+        return x
+    B, H, S, d = x.shape
+    wide = x.new_zeros(B, S, H, d + 1)
+    wide[..., :d] = x.transpose(1, 2)
+    return wide[..., :d].transpose(1, 2)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64],
+                         ids=lambda t: str(t)[6:])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_the_eager_path_and_the_custom_ops_give_the_same_bits(device, dtype, layout):
+    if device == "cuda" and dtype == torch.float64:
+        pytest.skip("float64 is the gold's, on the CPU only")
+    for mask, heads, deterministic in (("none", (2, 2), True), ("causal", (4, 2), True),
+                                       ("causal-bottom-right", (3, 1), True),
+                                       ("causal", (4, 2), False)):
+        q, k, v, do = (_strided(torch.from_numpy(x).to(device=device, dtype=dtype), layout)
+                       for x in inputs(2, *heads, 37, 50, 16, seed=4))
+        eager, ops = _attention_both_ways(q, k, v, do, mask=mask, deterministic=deterministic)
+        if deterministic or device == "cpu":  # the atomic backward's dQ may change run to run
+            for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), eager, ops):
+                assert torch.equal(a, b), f"{name} differs ({mask}, H {heads})"
+        # No autograd: _core without even the autograd.Function.
+        with torch.no_grad():
+            assert torch.equal(flashref.attention(q, k, v, mask=mask), eager[0])
+        assert torch.equal(flashref.attention(q, k, v, mask=mask), eager[0])
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_the_course_function_gives_the_same_bits_both_ways(device):
+    torch.manual_seed(0)
+    q, k, v, do = (torch.randn(2, 40, 16, device=device) for _ in range(4))
+    results = []
+    for mode in (None, _SeesOps()):
+        qs, ks, vs = (x.clone().requires_grad_() for x in (q, k, v))
+        with mode or contextlib.nullcontext():
+            o = flashref.FlashAttentionFunction.apply(qs, ks, vs, True)
+            lse, = (t for t in o.grad_fn.saved_tensors if t.shape == (2, 40))
+            o.backward(do)
+        assert mode is None or "flashref.attention_backward.default" in mode.ops
+        results.append((o, lse, qs.grad, ks.grad, vs.grad))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def test_double_backward_is_refused_as_before():
+    # The backward's own backward is not implemented: create_graph=True runs the custom op,
+    # which has no autograd formula, so differentiating dQ raises rather than being wrong.
+    q, k, v = (torch.randn(1, 2, 6, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dq, = torch.autograd.grad(flashref.attention(q, k, v).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="attention_backward"):
+        dq.sum().backward()
+
+
+def test_torch_compile_traces_the_custom_ops_and_gives_the_eager_bits():
+    # Dynamo and AOTAutograd must meet the custom ops, not the eager path's call into _core
+    # (fullgraph: that would be a graph break, an error); aot_eager runs what they traced.
+    # Inductor is test_cuda.py's: on the CPU its first compile takes a minute there.
+    q, k, v, _ = (torch.from_numpy(x) for x in inputs(1, 4, 2, 37, 50, 16, seed=5))
+
+    def step(q, k, v):
+        return (flashref.attention(q, k, v, mask="causal-bottom-right") * 2).sum()
+
+    grads = []
+    for fn in (torch.compile(step, fullgraph=True, backend="aot_eager"), step):
+        qs, ks, vs = (x.clone().requires_grad_() for x in (q, k, v))
+        fn(qs, ks, vs).backward()
+        grads.append((qs.grad, ks.grad, vs.grad))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+    o = torch.compile(lambda a, b, c: flashref.attention(a, b, c, is_causal=True),
+                      fullgraph=True, backend="aot_eager")(q, k, v)
+    assert torch.equal(o, flashref.attention(q, k, v, is_causal=True))
