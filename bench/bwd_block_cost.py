@@ -47,7 +47,8 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--area", type=int, default=2**28, help="S_q * S_k, kept by every problem")
     ap.add_argument("--keys", default="2112,4224,8448,16896,33792",
-                    help="S_k of each problem (default: 132 x 16 x B_k multiples at d = 128)")
+                    help="S_k of each problem (default: 264 to 4,224 blocks at H = 16 and "
+                         "B_k = 128, whole multiples of 132)")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
