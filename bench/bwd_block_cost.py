@@ -71,7 +71,8 @@ def ncu_cycles(a, shape):
     fields = [[c.strip('"').replace(",", "") for c in ln.split('","')]
               for ln in (lines[at], lines[at + 1], lines[-1])]
     val, unit = dict(zip(fields[0], fields[2])), dict(zip(fields[0], fields[1]))
-    per_ns = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+    per_ns = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9,
+              "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
     ns = float(val["gpu__time_duration.sum"]) * per_ns[unit["gpu__time_duration.sum"]]
     return float(val["sm__cycles_elapsed.max"]), ns
 
@@ -114,6 +115,8 @@ def main():
                 p["ms"].append(ns * 1e-6)
             else:
                 p["ms"].append(bench(a, shape))
+            print(f"{shape}: {p['ms'][-1]:.3f} ms" +
+                  (f", {p['cycles'][-1]:.0f} cycles" if a.ncu else ""), file=sys.stderr, flush=True)
     cols = [[p["steps"] / a.sms for p in problems], [p["units"] / a.sms for p in problems]]
     if not a.ncu and a.pass_ == "backward":  # the preprocess and dQ conversion, per query row
         cols.append([a.heads * p["S_q"] / 1e6 for p in problems])
