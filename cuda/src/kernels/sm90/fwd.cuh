@@ -38,7 +38,7 @@
 namespace flashref::cuda::kernels::sm90 {
 
 template <typename Element_, int kD_, int kConsumers_, int kStages_, bool kPingPong_,
-          int kBlockN_ = 128, bool kPersistent_ = false>
+          int kBlockN_ = 128, bool kPersistent_ = false, bool kStoreOByTma_ = false>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kD = kD_;                  // compiled head dim (d <= kD; TMA zero-fills)
@@ -52,6 +52,11 @@ struct FwdTraits {
   static constexpr bool kFoldScale = false;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
   static constexpr int kBlockN = kBlockN_;         // B_k: 128, or 96 / 112 (smaller S, P~)
+  // The epilogue: O staged in the K tile of the tile's last stage (stmatrix, swizzled) and
+  // written by the TMA, the stage released once the TMA has read it, under the next tile's
+  // first product; or (false) O written from the registers, 4 bytes a thread and 8 rows a warp
+  // instruction. Needs O's tile to fit in K's (B_q <= B_k) and O's tensor map (launch.cuh).
+  static constexpr bool kStoreOByTma = kStoreOByTma_;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
@@ -66,6 +71,7 @@ struct FwdTraits {
   static_assert(kD % kBlockCols == 0, "the sm90 forward is compiled for d = 64 and 128");
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 128, "B_k: a multiple of 16, at most 128");
+  static_assert(!kStoreOByTma || kBlockM <= kBlockN, "O is staged in a K tile");
 };
 
 // The softmax takes the row max of the raw scores and folds the scale into the exponent's
@@ -75,9 +81,9 @@ struct FwdTraits {
 // scripts/sass-compare knows. (Run 14a chose between the two per row at run time, which made
 // the forward 12-14% slower at d = 64: both paths and a select per score.)
 template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong, int kBlockN,
-          bool kPersistent>
+          bool kPersistent, bool kStoreOByTma = false>
 struct FwdTraitsFoldScale
-    : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent> {
+    : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent, kStoreOByTma> {
   static constexpr bool kFoldScale = true;
 };
 
@@ -132,7 +138,8 @@ template <typename T>
 __global__ void __launch_bounds__(T::kThreads, 1)
     fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q,
                      const __grid_constant__ CUtensorMap tmap_k,
-                     const __grid_constant__ CUtensorMap tmap_v, const AttnArgs args) {
+                     const __grid_constant__ CUtensorMap tmap_v,
+                     const __grid_constant__ CUtensorMap tmap_o, const AttnArgs args) {
   using Element = typename T::Element;
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kStages = T::kStages;
   using Schedule = QueryTileSchedule<kBlockM, kBlockN>;
@@ -260,6 +267,21 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if constexpr (T::kPingPong) {
     if (c == T::kConsumers - 1) named_bar_arrive(1, 256);  // consumer 0 goes first
   }
+  // kStoreOByTma: the stage whose K tile holds O on its way out (-1: none), released by the
+  // warpgroup's first thread once the TMA has read it.
+  int staged_stage = -1;
+  const bool elected = tid % 128 == 0;
+  auto release_staged_o = [&]() {
+    if constexpr (T::kStoreOByTma) {
+      if (staged_stage >= 0) {
+        if (elected) {
+          bulk_wait_read();
+          mbar_arrive_count(bar_empty(staged_stage), 128);
+        }
+        staged_stage = -1;
+      }
+    }
+  };
 
   int it = 0, q_loads = 0;  // as the producer counts them
   for (int r = 0;; ++r) {
@@ -310,6 +332,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       issue_s(acc_s, st);
       wgmma_commit();
       pass_turn();
+      release_staged_o();  // the last tile's O, under this product
       wgmma_wait<0>();
       fence_registers(acc_s);
       if (needs_mask(n * kBlockN))
@@ -352,36 +375,82 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // Every S of the tile has landed: the producer may load the next tile's Q under the last
     // P~ V and the epilogue.
     mbar_arrive(bar_q_empty);
+    const int st_last = (it - 1) % kStages;
     {  // the last P~ V
-      const int st_prev = (it - 1) % kStages;
-      mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
+      mbar_wait(bar_v(st_last), ((it - 1) / kStages) & 1);
       wgmma_fence();
-      issue_pv(p_frag, st_prev);
+      issue_pv(p_frag, st_last);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(acc_o);
-      mbar_arrive(bar_empty(st_prev));
+      if constexpr (!T::kStoreOByTma) mbar_arrive(bar_empty(st_last));
     }
 
-    // Lines 15-16: O = O / l, L = ln 2 (m' + log2 l) (natural log), written from registers; a
-    // row that saw no key gets O = 0 and L = -inf.
+    // Lines 15-16: O = O / l, L = ln 2 (m' + log2 l) (natural log); a row that saw no key gets
+    // O = 0 and L = -inf.
+    if constexpr (T::kStoreOByTma) {
+      float inv[2];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float l = row_l[hf];
-      l += __shfl_xor_sync(0xffffffff, l, 1);
-      l += __shfl_xor_sync(0xffffffff, l, 2);
-      const int r = r_lo + hf * 8;
-      if (r >= rows_valid) continue;
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      Element* o_row = o_tile + static_cast<int64_t>(r) * args.o.row_stride;
+      for (int hf = 0; hf < 2; ++hf) {
+        float l = row_l[hf];
+        l += __shfl_xor_sync(0xffffffff, l, 1);
+        l += __shfl_xor_sync(0xffffffff, l, 2);
+        inv[hf] = l > 0.0f ? 1.0f / l : 0.0f;
+        const int r = r_lo + hf * 8;
+        if (t == 0 && r < rows_valid)
+          lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+      }
+      // O into the K tile of the last stage, laid out as the TMA loads tiles (64-column blocks
+      // of 128-byte swizzled rows), once every consumer's last S has landed (the tile's "Q
+      // empty" phase); then this consumer's 64 rows out by the TMA, which clips the rows past
+      // S_q and the columns past d.
+      mbar_wait(bar_q_empty, (q_loads - 1) & 1);
+      const uint32_t sO = sK(st_last);
+      const int warp = (tid % 128) / 32, j = lane / 8, rr = lane % 8;
 #pragma unroll
-      for (int i = 0; i < kD / 8; ++i)
-        if (8 * i + 2 * t < args.d)
-          *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
-              pack_pair<Element>(acc_o[4 * i + 2 * hf] * inv, acc_o[4 * i + 2 * hf + 1] * inv);
-      if (t == 0)
-        lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+      for (int i = 0; i < kD / 8; i += 2) {  // 8-column chunks i and i + 1, both row halves
+        const uint32_t frag[4] = {
+            pack_pair<Element>(acc_o[4 * i] * inv[0], acc_o[4 * i + 1] * inv[0]),
+            pack_pair<Element>(acc_o[4 * i + 2] * inv[1], acc_o[4 * i + 3] * inv[1]),
+            pack_pair<Element>(acc_o[4 * i + 4] * inv[0], acc_o[4 * i + 5] * inv[0]),
+            pack_pair<Element>(acc_o[4 * i + 6] * inv[1], acc_o[4 * i + 7] * inv[1])};
+        const int chunk = i + j / 2, row = c * 64 + warp * 16 + 8 * (j % 2) + rr;
+        stmatrix_x4(sO + (chunk / 8) * (kBlockM * kSwizzleBytes) + row * kSwizzleBytes +
+                        (((chunk % 8) ^ rr) * 16),
+                    frag);
+      }
+      fence_proxy_async_shared();
+      named_bar_sync(3 + c, 128);
+      if (elected) {
+#pragma unroll
+        for (int cb = 0; cb < T::kColBlocks; ++cb)
+          tma_store_4d(&tmap_o, sO + cb * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes),
+                       cb * kBlockCols, row0 + c * 64, h, b);
+      }
+      staged_stage = st_last;
+    } else {  // written from registers
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float l = row_l[hf];
+        l += __shfl_xor_sync(0xffffffff, l, 1);
+        l += __shfl_xor_sync(0xffffffff, l, 2);
+        const int r = r_lo + hf * 8;
+        if (r >= rows_valid) continue;
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        Element* o_row = o_tile + static_cast<int64_t>(r) * args.o.row_stride;
+#pragma unroll
+        for (int i = 0; i < kD / 8; ++i)
+          if (8 * i + 2 * t < args.d)
+            *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
+                pack_pair<Element>(acc_o[4 * i + 2 * hf] * inv, acc_o[4 * i + 2 * hf + 1] * inv);
+        if (t == 0)
+          lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+      }
     }
+  }
+  if constexpr (T::kStoreOByTma) {
+    release_staged_o();
+    if (elected) bulk_wait_complete();
   }
   if constexpr (T::kPingPong) {
     if (c == 0) named_bar_sync(1, 256);  // the last consumer's final signal

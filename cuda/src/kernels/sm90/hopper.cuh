@@ -81,6 +81,10 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+// `count` arrivals at once, from one thread (for the threads whose work it stands for).
+__device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred p;\n"
@@ -101,6 +105,17 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(col), "r"(row), "r"(head), "r"(batch),
       "r"(bar)
+      : "memory");
+}
+
+// One box from shared memory into a 4-D tensor map, as one bulk group of this thread: the
+// other way of tma_load_4d. Rows past the tensor's S and columns past its d are not written.
+__device__ __forceinline__ void tma_store_4d(const void* tensor_map, uint32_t src, int col, int row,
+                                             int head, int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n"
+      "cp.async.bulk.commit_group;\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)),
+      "r"(col), "r"(row), "r"(head), "r"(batch), "r"(src)
       : "memory");
 }
 
@@ -142,6 +157,14 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
                    addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// The same without the transpose: lane 8j + r gives the address of row r of matrix j, which
+// receives row r of the fragments (16 bytes).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
                "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
 }

@@ -145,6 +145,10 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
       tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
   const CUtensorMap v =
       tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
+  // O in boxes of a consumer's 64 rows, for the epilogue that stores by the TMA (otherwise
+  // unused: Q's map stands in).
+  const CUtensorMap o =
+      T::kStoreOByTma ? tensor_map(args.o, type, args.d, args.S_q, args.H, args.B, 64, "O") : q;
   const int m_blocks = kernels::ceil_div(args.S_q, T::kBlockM);
   const unsigned tiles = grid_size(m_blocks, args.H, args.B);
   if (tiles == 0) return;
@@ -167,7 +171,7 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
                                          T::kThreads, T::kSmemBytes);
   const auto kernel = kernels::sm90::fwd_wgmma_kernel<T>;
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, o, ordered);
   check_cuda(cudaGetLastError(), label);
 }
 
@@ -194,6 +198,14 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     } else {
       using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
+    }
+    if (v == 12 && !unfolded) {
+      if constexpr (kD == 64) {
+        if (args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
+          return launch_fwd<kDtype, typename FwdVariant<Element, 64, 12>::Traits>(args, stream);
+      } else {
+        return launch_fwd<kDtype, typename FwdVariant<Element, 128, 12>::Traits>(args, stream);
+      }
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
