@@ -1,18 +1,39 @@
 #!/usr/bin/env python3
 """FlashAttention-3's benchmark grid (B * S = 32k, H = 16, bf16, causal, d = 64 and 128) from one
-device run: ours (`flashref bench` rows fa3grid-s<S>-d<d> of scripts/device-run's bench.jsonl)
-beside the peers of the same call (bench/peers.py's peers.json). Prints a markdown table of
+device run: ours and the peers of the same call, either from bench/interleaved.py's
+interleaved.json (every implementation timed in alternation, the fairest harness on this card:
+docs/perf-notes.md, run 21) or from scripts/device-run's bench.jsonl (`flashref bench` rows
+fa3grid-s<S>-d<d>) beside bench/peers.py's peers.json. Prints a markdown table of
 forward / backward / forward+backward ms and TFLOP/s, and with --plot FILE draws TFLOP/s
 (forward+backward) against S.
 
-  python3 bench/fa3_grid.py bench/results/2026-12-01-h200-run9 [--plot fa3-grid.png]
+  python3 bench/fa3_grid.py bench/results/2026-12-03-h200-run22c [--plot fa3-grid.png]
 """
 import argparse
 import json
 import os
 
 
+def load_interleaved(path):
+    ours, peers = {}, {}
+    with open(path) as f:
+        for r in json.load(f)["rows"]:
+            if not r["config"].startswith("fa3grid"):
+                continue
+            t = {"fwd": r["fwd_ms"], "bwd": r["bwd_ms"], "total": r["total_ms"]}
+            if r["peer"] == "flashref":
+                # FlashAttention's count: 4 B H S^2 d, halved for the causal mask.
+                t["flops"] = 4 * r["b"] * r["h"] * r["s"] * r["s"] * r["d"] / (2 if r["causal"] else 1)
+                ours[r["config"]] = t
+            else:
+                peers[(r["config"], r["peer"])] = t
+    return ours, peers
+
+
 def load(run_dir):
+    interleaved = os.path.join(run_dir, "interleaved.json")
+    if os.path.exists(interleaved):
+        return load_interleaved(interleaved)
     ours = {}
     with open(os.path.join(run_dir, "bench.jsonl")) as f:
         for line in f:
