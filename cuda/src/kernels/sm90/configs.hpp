@@ -83,7 +83,7 @@ constexpr int fused_bwd_wave_tiles(int kD) {
 //   6: the d = 128 configuration before run 17, with two stages (folded);
 //   7: at d = 64, the 192-row tiles (FwdConfig) at S_q <= 1024 too (FwdShortConfig's
 //      measurement; a default kernel, so any build takes it: the GPU suites run with it);
-//   12: O stored by the TMA (below).
+//   12: the epilogue the configuration does not take (FwdTraits::kStoreOByTma, below).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;
 template <typename Element>
@@ -102,13 +102,14 @@ template <typename Element>
 struct FwdVariant<Element, 128, 6> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
 };
-// 12: O stored by the TMA from the last stage's K tile (FwdTraits::kStoreOByTma), at d = 128
-// and on d = 64's short tiles (S_q <= 1024; the 192-row tiles have no room: B_q > B_k), for a
-// positive scale. Run 23b put a tile's cost beyond its key tiles at 6,301 cycles (d = 128)
-// against 2,179 (d = 64, 192 rows).
+// 12: the other epilogue of FwdTraits::kStoreOByTma: at d = 128 O written from the registers
+// (the configuration before run 23c), on d = 64's short tiles (S_q <= 1024) O stored by the
+// TMA (the 192-row tiles have no room for it: B_q > B_k). For a positive scale. Run 23c
+// (bench/results/2026-12-03-h200-run23c, medians of 20, two rounds): at d = 64, S = 1k, by
+// the TMA 0.231 ms against 0.230 from the registers: level, so not taken.
 template <typename Element>
 struct FwdVariant<Element, 128, 12> {
-  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, false>;
 };
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {
@@ -124,9 +125,17 @@ struct FwdVariant<Element, 64, 12> {
 // 1.945-1.946 against 2.188-2.214, the leaderboard 1.735-1.737 against 1.948-1.959, S = 32k
 // 7.912 against 8.500: the next tile's keys load under the last products and the epilogue,
 // and within a tile one more load is in flight.
+// O stored by the TMA out of the last stage's K tile (kStoreOByTma; the unfolded kernel, for a
+// scale <= 0, keeps the stores from the registers). Run 23b measured a tile's cost beyond its
+// key tiles at 6,301 cycles, 2.4 key tiles' worth; run 23c (bench/results/2026-12-03-h200-
+// run23c, `flashref bench`, medians of 20, two rounds, against the stores from the registers,
+// fwd90=12): S = 1k (B 32) 0.296-0.297 ms against 0.334-0.335, 2k 0.480 against 0.524, 4k
+// 0.876 against 0.922, 8k 1.651-1.652 against 1.698-1.699; the leaderboard 1.604 against 1.625
+// (minima 1.602 against 1.623), without the mask minima 3.123 against 3.157, S = 32k minima
+// 6.307 against 6.369 (their medians fell with the clock halfway through the repetitions).
 template <typename Element>
 struct FwdConfig<Element, 128> {
-  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true>;
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 

@@ -16,7 +16,8 @@
 //   O += P~_{j-1} V_{j-1}            wgmma m64n{d}k16, P~ from registers, V MN-major (line 13)
 //   wait for S_j; m, P~_j, l          lines 10-12 in the log2 domain, under the P~ V product
 //   wait for P~ V; O *= 2^(m_{j-1} - m_j); release the stage of j-1
-// and the last P~ V after the loop; then O / l and L (lines 15-16), written from registers.
+// and the last P~ V after the loop; then O / l and L (lines 15-16): L from the registers, O
+// from the registers or (kStoreOByTma) staged in the last stage's K tile and stored by the TMA.
 // The key tiles that cross the diagonal or the end of the keys (the first ones walked) run in a
 // loop of their own; the full tiles' loop has no index compares.
 // With kPingPong the consumers take turns issuing their pair of products (named barriers), so

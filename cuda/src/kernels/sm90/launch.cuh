@@ -178,7 +178,8 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; another value keeps the configuration of that head dim).
+// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; another value
+// keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
