@@ -48,8 +48,14 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
                               int heads, int batch, int rows, const char* what) {
   CUtensorMap map;
   const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(S), cuuint64_t(heads), cuuint64_t(batch)};
-  const cuuint64_t strides[3] = {cuuint64_t(t.row_stride) * 2, cuuint64_t(t.head_stride) * 2,
-                                 cuuint64_t(t.batch_stride) * 2};
+  // A dimension of extent 1 is never stepped along, and the backend accepts any stride there
+  // (backend.cpp, misalignment); the TMA wants every stride a multiple of 16 bytes, so such a
+  // dimension gets the stride of a packed one.
+  cuuint64_t strides[3] = {cuuint64_t(t.row_stride) * 2, cuuint64_t(t.head_stride) * 2,
+                           cuuint64_t(t.batch_stride) * 2};
+  if (S == 1) strides[0] = cuuint64_t(d) * 2;
+  if (heads == 1) strides[1] = strides[0] * cuuint64_t(S);
+  if (batch == 1) strides[2] = strides[1] * cuuint64_t(heads);
   const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kBlockCols), cuuint32_t(rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const CUresult r =
