@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Would a float32 attention kernel on tensor cores, with every product done as 3xTF32, pass
+the exact float32 rule? An experiment on the CPU, before any such kernel is written
+(docs/perf-notes.md, "The float32 path at d = 128"; dev/f32/README.md has the results).
+
+Each of Algorithm 1 and 2's six products is emulated the way a 3xTF32 kernel makes it: every
+float32 operand x split as big = tf32(x) (cvt.rna) and small = tf32(x - big), and
+A B ~ big(A) big(B) + big(A) small(B) + small(A) big(B), each a float32 product (numpy's
+sgemm), summed in float32; the softmax, D and dS elementwise in float32 as a kernel does them.
+Two controls go through the same path: the products in plain float32 (should pass the exact
+rule) and in 1xTF32 (big(A) big(B) alone: should fail it, and pass under --allow-tf32). Each
+candidate's O, L, dQ, dK, dV are written as .npy and judged by `flashref check`.
+
+  python3 dev/f32/three_tf32.py --flashref build/flashref [--out DIR] [--seed 0]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+
+def tf32(x):
+    """Nearest TF32 value, ties away from zero (cvt.rna.tf32.f32)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    finite = (u & 0x7F800000) != 0x7F800000
+    r = np.where(finite, (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000), u)
+    return r.astype(np.uint32).view(np.float32)
+
+
+def product(mode):
+    def plain(a, b):
+        return np.matmul(a, b, dtype=np.float32)
+
+    def one(a, b):
+        return plain(tf32(a), tf32(b))
+
+    def three(a, b):
+        a_big, b_big = tf32(a), tf32(b)
+        a_small, b_small = tf32(a - a_big), tf32(b - b_big)
+        # Small terms first, as a kernel that adds the correction products into the same
+        # accumulator before the large one would; float32 sums throughout.
+        return (plain(a_small, b_big) + plain(a_big, b_small)) + plain(a_big, b_big)
+
+    return {"f32": plain, "1xtf32": one, "3xtf32": three}[mode]
+
+
+def attention(q, k, v, do, causal, mm):
+    """O, L (natural log), dQ, dK, dV of one (B, H, S, d) problem, float32 throughout."""
+    B, H, S_q, d = q.shape
+    S_k = k.shape[2]
+    scale = np.float32(1.0 / np.sqrt(d))
+    o = np.empty_like(q)
+    lse = np.empty((B, H, S_q), np.float32)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    visible = np.ones((S_q, S_k), bool)
+    if causal:
+        visible = np.arange(S_k)[None, :] <= np.arange(S_q)[:, None]
+    for b in range(B):
+        for h in range(H):
+            Q, K, V, dO = q[b, h], k[b, h], v[b, h], do[b, h]
+            s = mm(Q, K.T) * scale
+            s = np.where(visible, s, np.float32(-np.inf)).astype(np.float32)
+            m = s.max(axis=1, keepdims=True)
+            p = np.exp(s - m).astype(np.float32)
+            l = p.sum(axis=1, keepdims=True, dtype=np.float32)
+            O = (mm(p, V) / l).astype(np.float32)
+            L = (m + np.log(l)).astype(np.float32)
+            o[b, h], lse[b, h] = O, L[:, 0]
+            # Backward from the stored O and L, as Algorithm 2 runs.
+            D = (dO * O).sum(axis=1, keepdims=True, dtype=np.float32)
+            P = np.exp(s - L).astype(np.float32)
+            dv[b, h] = mm(P.T, dO)
+            dP = mm(dO, V.T)
+            dS = (P * (dP - D)).astype(np.float32)
+            dq[b, h] = mm(dS, K) * scale
+            dk[b, h] = mm(dS.T, Q) * scale
+    return o, lse, dq, dk, dv
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--flashref", required=True)
+    ap.add_argument("--out", default="/tmp/three_tf32")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--problems", default="1,2,512,64,causal;1,2,512,128,causal;1,2,1024,128,none;"
+                    "1,1,2048,128,causal;1,2,512,128,causal,4",
+                    help="B,H,S,d,mask[,sigma]: ';'-separated; inputs normal with standard "
+                         "deviation sigma (default 1; 4 makes the softmax sharp)")
+    a = ap.parse_args()
+    rng = np.random.default_rng(a.seed)
+    rows = []
+    for spec in a.problems.split(";"):
+        B, H, S, d, mask, *sigma = spec.split(",")
+        B, H, S, d = int(B), int(H), int(S), int(d)
+        sigma = np.float32(sigma[0] if sigma else 1)
+        tensors = {n: rng.standard_normal((B, H, S, d), dtype=np.float32) * sigma
+                   for n in ("q", "k", "v", "do")}
+        folder = os.path.join(a.out, spec.replace(",", "_"))
+        os.makedirs(folder, exist_ok=True)
+        for n, t in tensors.items():
+            np.save(os.path.join(folder, f"{n}.npy"), t)
+        for mode in ("f32", "3xtf32", "1xtf32"):
+            outs = attention(tensors["q"], tensors["k"], tensors["v"], tensors["do"],
+                             mask == "causal", product(mode))
+            for n, t in zip(("o", "lse", "dq", "dk", "dv"), outs):
+                np.save(os.path.join(folder, f"{mode}_{n}.npy"), t)
+            for tf32_rule in ((False, True) if mode == "1xtf32" else (False,)):
+                cmd = [a.flashref, "check", "--json", "--dtype", "f32", "--mask", mask]
+                cmd += [x for n in ("q", "k", "v", "do")
+                        for x in (f"--{n}", os.path.join(folder, f"{n}.npy"))]
+                cmd += [x for n in ("o", "lse", "dq", "dk", "dv")
+                        for x in (f"--{n}", os.path.join(folder, f"{mode}_{n}.npy"))]
+                if tf32_rule:
+                    cmd.append("--allow-tf32")
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                try:
+                    report = json.loads(r.stdout)
+                except json.JSONDecodeError:
+                    print(r.stdout, r.stderr, file=sys.stderr)
+                    raise
+                rows.append((spec, mode + (" (TF32 rule)" if tf32_rule else ""), r.returncode,
+                             report))
+                ratios = " ".join(f"{t['tensor']} {t['ratio']:.2f}" for t in report["tensors"])
+                print(f"{spec:22s} {mode:7s} {'TF32 rule ' if tf32_rule else 'exact rule'} "
+                      f"{'PASS' if r.returncode == 0 else 'FAIL'}  error / limit: {ratios}",
+                      flush=True)
+    with open(os.path.join(a.out, "reports.json"), "w") as fh:
+        json.dump([dict(problem=s, candidate=m, rc=rc, report=rep) for s, m, rc, rep in rows],
+                  fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
