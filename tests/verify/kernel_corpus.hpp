@@ -28,6 +28,9 @@ struct Kernel {
   // With tf32: the dots' operands lose their low 13 mantissa bits (rounded toward zero), as
   // tensor cores fed float32 as is do (Triton's default); else rounded to nearest.
   bool tf32_truncates = false;
+  // Float32 products made as 3xTF32 (three_tf32_product), as a tensor-core kernel's exact
+  // float32 path makes them (PyTorch's memory-efficient kernel; dev/f32/README.md).
+  bool three_tf32 = false;
   DType lse_dtype = DType::f32;    // L stored in this dtype
   bool pad_keys_unmasked = false;  // last key tile loaded with zeros and never masked
   MaskedRows masked_rows = MaskedRows::zero;
@@ -37,6 +40,15 @@ struct Kernel {
   float score_eps = 0.0f;              // added to every visible score ("for stability")
   float denominator_eps = 0.0f;        // O = acc / (l + eps), L = m + log(l + eps)
 };
+
+// x y as tensor cores make it from float32 operands each split into two TF32 values, big =
+// tf32(x) and small = tf32(x - big): big small + small big + big big, summed in float32, the
+// small x small term (about 2^-22 of the product) dropped.
+inline float three_tf32_product(float x, float y) {
+  const float xb = reference::round_to_tf32(x), yb = reference::round_to_tf32(y);
+  const float xs = reference::round_to_tf32(x - xb), ys = reference::round_to_tf32(y - yb);
+  return (xb * ys + xs * yb) + xb * yb;
+}
 
 // Deterministic junk in [-3, 3): what a read past the end returns.
 inline float junk(std::uint64_t n) {
@@ -51,6 +63,9 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
   const auto op = [&](float x) {
     if (!k.tf32) return x;
     return k.tf32_truncates ? reference::truncate_to_tf32(x) : reference::round_to_tf32(x);
+  };
+  const auto mul = [&](float x, float y) {
+    return k.three_tf32 ? three_tf32_product(x, y) : op(x) * op(y);
   };
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   xt::xarray<double> O = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q), n(p.d)});
@@ -96,7 +111,7 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
             float dot = 0.0f;
             if (j < p.S_k) {
               for (std::int64_t c = 0; c < p.d; ++c)
-                dot += op(data.q.get(b, h, i, c)) * op(data.k.get(b, hk, j, c));
+                dot += mul(data.q.get(b, h, i, c), data.k.get(b, hk, j, c));
             }  // a padded key is zero: its score is 0
             // A padded key is seen by the same index comparison as a real one.
             const bool seen = visible(i, j);
@@ -114,7 +129,7 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
             l += pj;
             if (j >= p.S_k) continue;  // V is zero there
             for (std::int64_t c = 0; c < p.d; ++c)
-              acc[n(c)] += op(pj) * op(data.v.get(b, hk, j, c));
+              acc[n(c)] += mul(pj, data.v.get(b, hk, j, c));
           }
           m = m_new;
         }

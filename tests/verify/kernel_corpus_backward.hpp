@@ -36,6 +36,7 @@ enum class ScaleSlip : std::uint8_t {
 struct BackwardKernel {
   std::int64_t tile_k = 32;        // B_k of the key loop (and of the dK/dV grid)
   bool tf32 = false;               // tl.dot on float32 without input_precision="ieee"
+  bool three_tf32 = false;         // float32 products as 3xTF32 (kernel_corpus.hpp)
   bool scale_in_ds = true;         // dS = P (dP - D) * scale before the dots (Triton style); else
                                    // dQ and dK are scaled once after their loops
   bool pad_keys_unmasked = false;  // last key tile loaded with zeros and never masked
@@ -58,6 +59,9 @@ inline verify::TensorSet run_backward(const verify::ProblemData& data,
   const auto op = [&](float x) {
     if (p.dtype != DType::f32) return round_to(p.dtype, x);
     return k.tf32 ? reference::round_to_tf32(x) : x;
+  };
+  const auto mul = [&](float x, float y) {
+    return p.dtype == DType::f32 && k.three_tf32 ? three_tf32_product(x, y) : op(x) * op(y);
   };
   const xt::xarray<double>& O = forward.at(verify::TensorId::O);
   const xt::xarray<double>& L = forward.at(verify::TensorId::L);
@@ -130,8 +134,8 @@ inline verify::TensorSet run_backward(const verify::ProblemData& data,
             if (!visible(i, j)) continue;  // a padded key is seen by the same comparison
             float s = 0.0f, dp = 0.0f;
             for (std::int64_t c = 0; c < p.d; ++c) {
-              s += op(data.q.get(b, h, i, c)) * op(key(b, hk, j, c));
-              dp += op(data.dO.get(b, h, i, c)) * op(value(b, hk, j, c));
+              s += mul(data.q.get(b, h, i, c), key(b, hk, j, c));
+              dp += mul(data.dO.get(b, h, i, c), value(b, hk, j, c));
             }
             P[n(j)] = std::exp(scale * s - L_i);
             dP[n(j)] = dp;
@@ -159,11 +163,11 @@ inline verify::TensorSet run_backward(const verify::ProblemData& data,
           std::fill(acc_q.begin(), acc_q.end(), 0.0f);
           for (std::int64_t j = 0; j < keys; ++j) {
             if (P[n(j)] == 0.0f && dS[n(j)] == 0.0f) continue;
-            const float Pj = op(P[n(j)]), dSj = op(dS[n(j)]);
+            const float Pj = P[n(j)], dSj = dS[n(j)];
             for (std::int64_t c = 0; c < p.d; ++c) {
-              acc_v[n(j * p.d + c)] += Pj * op(data.dO.get(b, h, i, c));
-              acc_k[n(j * p.d + c)] += dSj * op(data.q.get(b, h, i, c));
-              acc_q[n(c)] += dSj * op(key(b, hk, j, c));
+              acc_v[n(j * p.d + c)] += mul(Pj, data.dO.get(b, h, i, c));
+              acc_k[n(j * p.d + c)] += mul(dSj, data.q.get(b, h, i, c));
+              acc_q[n(c)] += mul(dSj, key(b, hk, j, c));
             }
           }
           for (std::int64_t c = 0; c < p.d; ++c)

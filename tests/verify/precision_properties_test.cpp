@@ -66,6 +66,33 @@ RC_GTEST_PROP(PrecisionModes, CorrectTf32BackwardPassesUnderAllowTf32, ()) {
             findings_text(r));
 }
 
+// A float32 kernel whose products are 3xTF32 (each operand split into two TF32 values, the
+// small x small term dropped: the exact path of PyTorch's memory-efficient kernel) passes the
+// exact float32 rule with no finding, forward and backward, where plain TF32 fails it
+// (kernel_corpus_test.cpp): the rule holds such a kernel to float32 and accepts it, so a
+// tensor-core float32 path of ours may run that way (dev/f32/README.md).
+RC_GTEST_PROP(PrecisionModes, Correct3xTf32KernelPassesTheExactRule, ()) {
+  CaseBounds b = small_forward({DType::f32});
+  b.max_seq = 64;
+  b.max_d = 32;
+  const VerifyCase c = *gen_case(b);
+  testing::classify(c);
+  const ProblemData data = make_problem_data(c.problem, input_options(c));
+  corpus::Kernel k;
+  k.three_tf32 = true;
+  k.tile_k = *rc::gen::element<std::int64_t>(16, 32, 64);
+  corpus::BackwardKernel bk;
+  bk.three_tf32 = true;
+  bk.tile_k = k.tile_k;
+  bk.scale_in_ds = *rc::gen::arbitrary<bool>();
+  TensorSet t = corpus::run_kernel(data, k);
+  for (auto& [id, values] : corpus::run_backward(data, t, bk)) t[id] = std::move(values);
+  const CheckResult r = check_candidate(data, t, 64, 64, {});
+  if (!r.passed() || !r.diagnosis.findings.empty())
+    RC_FAIL(describe(c) + (bk.scale_in_ds ? " scale in dS" : " scale after") + "\n" +
+            findings_text(r));
+}
+
 RC_GTEST_PROP(PrecisionModes, CorrectLowPrecisionLsePassesUnderLseDtype, ()) {
   const VerifyCase c = *gen_case(small_forward({DType::f32, DType::bf16, DType::f16}));
   testing::classify(c);
