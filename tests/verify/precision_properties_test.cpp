@@ -42,9 +42,11 @@ RC_GTEST_PROP(PrecisionModes, CorrectTf32KernelPassesUnderAllowTf32, ()) {
   if (!r.passed() || !r.diagnosis.findings.empty()) RC_FAIL(describe(c) + "\n" + findings_text(r));
 }
 
-// The backward too: the forward and backward of a correct TF32 kernel (the scale folded into
-// dS or applied after the loops), O, L, dQ, dK and dV all judged under allow_tf32.
-RC_GTEST_PROP(PrecisionModes, CorrectTf32BackwardPassesUnderAllowTf32, ()) {
+// The forward and backward of a correct float32 kernel whose products are made as `products`
+// says (the scale folded into dS or applied after the loops) on a random problem: O, L, dQ,
+// dK and dV judged under `precision` pass with no finding.
+enum class Products : std::uint8_t { tf32, three_tf32 };
+void correct_f32_kernel_passes(Products products, const Precision& precision) {
   CaseBounds b = small_forward({DType::f32});
   b.max_seq = 64;
   b.max_d = 32;
@@ -52,18 +54,25 @@ RC_GTEST_PROP(PrecisionModes, CorrectTf32BackwardPassesUnderAllowTf32, ()) {
   testing::classify(c);
   const ProblemData data = make_problem_data(c.problem, input_options(c));
   corpus::Kernel k;
-  k.tf32 = true;
+  k.tf32 = products == Products::tf32;
+  k.three_tf32 = products == Products::three_tf32;
   k.tile_k = *rc::gen::element<std::int64_t>(16, 32, 64);
   corpus::BackwardKernel bk;
-  bk.tf32 = true;
+  bk.tf32 = k.tf32;
+  bk.three_tf32 = k.three_tf32;
   bk.tile_k = k.tile_k;
   bk.scale_in_ds = *rc::gen::arbitrary<bool>();
   TensorSet t = corpus::run_kernel(data, k);
   for (auto& [id, values] : corpus::run_backward(data, t, bk)) t[id] = std::move(values);
-  const CheckResult r = check_candidate(data, t, 64, 64, {.allow_tf32 = true});
+  const CheckResult r = check_candidate(data, t, 64, 64, precision);
   if (!r.passed() || !r.diagnosis.findings.empty())
     RC_FAIL(describe(c) + (bk.scale_in_ds ? " scale in dS" : " scale after") + "\n" +
             findings_text(r));
+}
+
+// The backward too: a correct TF32 kernel, judged under allow_tf32.
+RC_GTEST_PROP(PrecisionModes, CorrectTf32BackwardPassesUnderAllowTf32, ()) {
+  correct_f32_kernel_passes(Products::tf32, {.allow_tf32 = true});
 }
 
 // A float32 kernel whose products are 3xTF32 (each operand split into two TF32 values, the
@@ -72,25 +81,7 @@ RC_GTEST_PROP(PrecisionModes, CorrectTf32BackwardPassesUnderAllowTf32, ()) {
 // (kernel_corpus_test.cpp): the rule holds such a kernel to float32 and accepts it, so a
 // tensor-core float32 path of ours may run that way (dev/f32/README.md).
 RC_GTEST_PROP(PrecisionModes, Correct3xTf32KernelPassesTheExactRule, ()) {
-  CaseBounds b = small_forward({DType::f32});
-  b.max_seq = 64;
-  b.max_d = 32;
-  const VerifyCase c = *gen_case(b);
-  testing::classify(c);
-  const ProblemData data = make_problem_data(c.problem, input_options(c));
-  corpus::Kernel k;
-  k.three_tf32 = true;
-  k.tile_k = *rc::gen::element<std::int64_t>(16, 32, 64);
-  corpus::BackwardKernel bk;
-  bk.three_tf32 = true;
-  bk.tile_k = k.tile_k;
-  bk.scale_in_ds = *rc::gen::arbitrary<bool>();
-  TensorSet t = corpus::run_kernel(data, k);
-  for (auto& [id, values] : corpus::run_backward(data, t, bk)) t[id] = std::move(values);
-  const CheckResult r = check_candidate(data, t, 64, 64, {});
-  if (!r.passed() || !r.diagnosis.findings.empty())
-    RC_FAIL(describe(c) + (bk.scale_in_ds ? " scale in dS" : " scale after") + "\n" +
-            findings_text(r));
+  correct_f32_kernel_passes(Products::three_tf32, {});
 }
 
 RC_GTEST_PROP(PrecisionModes, CorrectLowPrecisionLsePassesUnderLseDtype, ()) {
