@@ -3,7 +3,8 @@
 #   ${CMAKE_CURRENT_BINARY_DIR}/inst/<family>_<dtype>_d<d>.cu
 # that defines run_forward / run_backward<Family::<family>, DType::<dtype>, d> by calling the
 # family's launchers (kernels/<folder>/launch.cuh, <folder> = the family's name up to its
-# first "_": sm80_tf32 lives in kernels/sm80/), and one header
+# first "_": sm80_tf32 and sm80_3xtf32 live in kernels/sm80/, whose launchers take the family
+# to pick the operand policy), and one header
 #   ${CMAKE_CURRENT_BINARY_DIR}/inst/flashref_cuda_instances.hpp
 # that declares every one of them and lists them for dispatch.cu (FLASHREF_CUDA_INSTANCES(X)).
 # No copy of the list is kept by hand anywhere else.
@@ -61,12 +62,12 @@ function(flashref_cuda_instances target instances configure)
 namespace flashref::cuda {
 template <>
 void run_forward<${F}>(const kernels::AttnArgs& args, cudaStream_t stream) {
-  ${folder}::forward<DType::${dtype}, ${d}>(args, stream);
+  ${folder}::forward<Family::${family}, DType::${dtype}, ${d}>(args, stream);
 }
 template <>
 void run_backward<${F}>(const kernels::AttnArgs& args, cudaStream_t stream,
                         cudaStream_t side) {
-  ${folder}::backward<DType::${dtype}, ${d}>(args, stream, side);
+  ${folder}::backward<Family::${family}, DType::${dtype}, ${d}>(args, stream, side);
 }
 }  // namespace flashref::cuda
 ")

@@ -13,6 +13,8 @@ const char* family_name(Family f) {
       return "sm80";
     case Family::sm80_tf32:
       return "sm80_tf32";
+    case Family::sm80_3xtf32:
+      return "sm80_3xtf32";
     case Family::ffma:
       return "ffma";
     case Family::sm90:
@@ -21,13 +23,16 @@ const char* family_name(Family f) {
   return "?";
 }
 
-bool hopper_allowed_by(const char* value) {
-  if (value == nullptr || std::string(value).empty() || std::string(value) == "auto") return true;
-  if (std::string(value) == "sm80") return false;
+FamilyOverride family_override_from(const char* value) {
+  const std::string v = value == nullptr ? "" : value;
+  if (v.empty() || v == "auto") return FamilyOverride::none;
+  if (v == "sm80") return FamilyOverride::sm80;
+  if (v == "ffma") return FamilyOverride::ffma;
   throw InvalidArgument("FLASHREF_CUDA_FAMILY",
-                        std::string("\"") + value +
-                            "\" is not a family choice: use auto (the default: sm90 on Hopper "
-                            "where it runs the problem) or sm80 (the mma.sync kernels)");
+                        "\"" + v +
+                            "\" is not a family choice: use auto (the default), sm80 (bf16/f16 on "
+                            "the mma.sync kernels, not sm90) or ffma (exact float32 on the FMA "
+                            "units, not as 3xTF32)");
 }
 
 bool sm90_built() {
@@ -38,24 +43,22 @@ bool sm90_built() {
 #endif
 }
 
-namespace {
-
-// FLASHREF_CUDA_FAMILY, read once per process.
-bool hopper_allowed() {
-  static const bool allowed = hopper_allowed_by(std::getenv("FLASHREF_CUDA_FAMILY"));
-  return allowed;
-}
-
-}  // namespace
-
-Family choose_family(int arch, DType dtype, long long d, bool allow_tf32) {
-  if (dtype == DType::f32) return allow_tf32 ? Family::sm80_tf32 : Family::ffma;
+Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
+  if (dtype == DType::f32) {
+    if (allow_tf32) return Family::sm80_tf32;
+    return o == FamilyOverride::ffma || d > kMaxTf32HeadDim ? Family::ffma : Family::sm80_3xtf32;
+  }
   // sm90 is compiled for head dims 64 and 128: d in 33..128 runs there (padded up), the rest on
   // sm80 (docs/cuda.md). sm_90a code runs on compute capability 9.0 only.
   // A build without 90a in CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
-  if (sm90_built() && arch == 90 && d > 32 && d <= 128 && d % 8 == 0 && hopper_allowed())
+  if (sm90_built() && arch == 90 && d > 32 && d <= 128 && d % 8 == 0 && o != FamilyOverride::sm80)
     return Family::sm90;
   return Family::sm80;
+}
+
+Family choose_family(int arch, DType dtype, long long d, bool allow_tf32) {
+  static const FamilyOverride from_env = family_override_from(std::getenv("FLASHREF_CUDA_FAMILY"));
+  return choose_family(arch, dtype, d, allow_tf32, from_env);
 }
 
 Support family_supports(Family f, const Problem& p) {
@@ -75,6 +78,11 @@ Support family_supports(Family f, const Problem& p) {
                 " (at d = 256 a warp's float accumulator leaves no registers for the TF32 "
                 "operands: every tiling spilled); without allow_tf32 the exact float32 "
                 "kernels run d up to 256"};
+  }
+  if (f == Family::sm80_3xtf32 && p.d > kMaxTf32HeadDim) {
+    return {false, "head dim d = " + std::to_string(p.d) + ": the 3xTF32 kernels are compiled for d <= " +
+                       std::to_string(kMaxTf32HeadDim) +
+                       "; the exact float32 kernels on the FMA units (ffma) run d up to 256"};
   }
   return {};
 }

@@ -16,30 +16,35 @@ enum class Family {
   sm80,       // mma.sync m16n8k16, bf16 / f16 inputs (kernels/sm80, Sm80Fp16Ops); sm_80 and newer
   sm80_tf32,  // mma.sync m16n8k8 on TF32, float32 inputs with allow_tf32 (kernels/sm80,
               // Sm80Tf32Ops); sm_80 and newer
-  ffma,       // exact float32 on the FMA units (kernels/ffma); sm_80 and newer
+  sm80_3xtf32,  // mma.sync m16n8k8, exact float32 as three TF32 products per product
+                // (kernels/sm80, Sm80Tf32x3Ops); sm_80 and newer, d <= kMaxTf32HeadDim
+  ffma,       // exact float32 on the FMA units (kernels/ffma); sm_80 and newer, every d
   sm90,       // wgmma, TMA and warp specialization (kernels/sm90), bf16 / f16 at compiled head
               // dims 64 and 128; sm_90a only
 };
 
 const char* family_name(Family f);
 
-// The largest head dim the TF32 kernels are compiled for (32, 64, 128; kernels/sm80/configs.hpp
-// says why 256 is not).
+// The largest head dim the TF32 and 3xTF32 kernels are compiled for (32, 64, 128;
+// kernels/sm80/configs.hpp says why 256 is not).
 inline constexpr int kMaxTf32HeadDim = 128;
+
+// FLASHREF_CUDA_FAMILY: what a user may force, to compare families on one card. Unset, empty
+// or "auto": the choice below; "sm80": bf16/f16 on the mma.sync kernels on a Hopper GPU;
+// "ffma": exact float32 on the FMA-unit kernels at every head dim. Any other value is an
+// InvalidArgument naming the variable.
+enum class FamilyOverride { none, sm80, ffma };
+FamilyOverride family_override_from(const char* value);
 
 // `arch` is the device's compute capability as major * 10 + minor (80, 86, 90, ...). Every
 // device the backend accepts (sm_80 or newer) has a family for every dtype: bf16/f16 run on
 // sm90 on Hopper (arch 90) at the head dims it is compiled for (d in 33..128: compiled 64 and
-// 128), otherwise on sm80; float32 on ffma, or on sm80_tf32 with allow_tf32.
-//
-// The environment variable FLASHREF_CUDA_FAMILY=sm80 keeps bf16/f16 on the mma.sync kernels on
-// a Hopper GPU (to compare the two families on one card); "auto" or unset chooses as above.
-// Any other value is an InvalidArgument naming the variable.
+// 128), otherwise on sm80; float32 on sm80_tf32 with allow_tf32, and exact on sm80_3xtf32 up to
+// d = kMaxTf32HeadDim and on ffma above it (docs/cuda.md has the measured reason).
+Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o);
+// The same with FLASHREF_CUDA_FAMILY's override, read once per process.
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32);
 
-// What choose_family makes of a FLASHREF_CUDA_FAMILY value (nullptr: unset): whether sm90 may be
-// chosen. Throws InvalidArgument naming the variable for a value it does not know.
-bool hopper_allowed_by(const char* value);
 // Whether this build compiled the sm90 family (CMAKE_CUDA_ARCHITECTURES has 90a).
 bool sm90_built();
 

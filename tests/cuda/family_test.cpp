@@ -26,10 +26,13 @@ TEST(CudaFamily, ChosenFromDtypeAndAllowTf32OnEveryAcceptedArch) {
   for (int arch : {80, 86, 89, 90}) {
     EXPECT_EQ(choose_family(arch, DType::bf16, 256, false), Family::sm80) << arch;
     EXPECT_EQ(choose_family(arch, DType::f16, 256, true), Family::sm80) << arch;  // no effect
-    EXPECT_EQ(choose_family(arch, DType::f32, 64, false), Family::ffma) << arch;
+    EXPECT_EQ(choose_family(arch, DType::f32, 64, false, FamilyOverride::none),
+              Family::sm80_3xtf32)
+        << arch;
     EXPECT_EQ(choose_family(arch, DType::f32, 64, true), Family::sm80_tf32) << arch;
   }
   EXPECT_STREQ(family_name(Family::sm80_tf32), "sm80_tf32");
+  EXPECT_STREQ(family_name(Family::sm80_3xtf32), "sm80_3xtf32");
 }
 
 TEST(CudaFamily, HeadDimMultipleOfTheLoadWidth) {
@@ -48,11 +51,16 @@ TEST(CudaFamily, Tf32StopsAtItsCompiledHeadDims) {
   EXPECT_NE(no.reason.find("allow_tf32"), std::string::npos) << no.reason;
   EXPECT_NE(no.reason.find("exact float32"), std::string::npos) << no.reason;
   EXPECT_TRUE(family_supports(Family::ffma, problem(DType::f32, 256)).ok);
+  EXPECT_TRUE(family_supports(Family::sm80_3xtf32, problem(DType::f32, kMaxTf32HeadDim)).ok);
+  const Support no3 = family_supports(Family::sm80_3xtf32, problem(DType::f32, 132));
+  EXPECT_FALSE(no3.ok);
+  EXPECT_NE(no3.reason.find("ffma"), std::string::npos) << no3.reason;
 }
 
 TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   // What this build and this environment allow (FLASHREF_CUDA_FAMILY=sm80 keeps mma.sync).
-  const Family hopper = sm90_built() && hopper_allowed_by(std::getenv("FLASHREF_CUDA_FAMILY"))
+  const Family hopper = sm90_built() && family_override_from(std::getenv(
+                                             "FLASHREF_CUDA_FAMILY")) != FamilyOverride::sm80
                             ? Family::sm90
                             : Family::sm80;
   for (DType t : {DType::bf16, DType::f16}) {
@@ -70,20 +78,41 @@ TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   }
 }
 
-TEST(CudaFamily, Float32RunsExactOrOnTf32WhenAllowed) {
+// Exact float32 on tensor cores as 3xTF32 where it is compiled (d <= 128), on the FMA units
+// above it or when FLASHREF_CUDA_FAMILY=ffma asks; allow_tf32 takes TF32 whatever is forced.
+TEST(CudaFamily, Float32RunsExactAs3xTf32OrOnFfmaOrOnTf32WhenAllowed) {
   for (int arch : {80, 90}) {
-    EXPECT_EQ(choose_family(arch, DType::f32, 64, false), Family::ffma);
-    EXPECT_EQ(choose_family(arch, DType::f32, 64, true), Family::sm80_tf32);
+    for (long long d : {4, 32, 64, 100, 128}) {
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none),
+                Family::sm80_3xtf32)
+          << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::ffma), Family::ffma) << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::sm80),
+                Family::sm80_3xtf32)
+          << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, true, FamilyOverride::ffma), Family::sm80_tf32)
+          << d;
+    }
+    for (long long d : {132, 256})
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none), Family::ffma)
+          << d;
+  }
+  // The override does not reach bf16/f16 unless it names their family.
+  EXPECT_EQ(choose_family(90, DType::bf16, 256, false, FamilyOverride::ffma), Family::sm80);
+  if (sm90_built()) {
+    EXPECT_EQ(choose_family(90, DType::bf16, 64, false, FamilyOverride::ffma), Family::sm90);
+    EXPECT_EQ(choose_family(90, DType::bf16, 64, false, FamilyOverride::sm80), Family::sm80);
   }
 }
 
-TEST(CudaFamily, TheEnvironmentChoiceIsAutoOrSm80AndAnythingElseIsNamed) {
-  EXPECT_TRUE(hopper_allowed_by(nullptr));
-  EXPECT_TRUE(hopper_allowed_by(""));
-  EXPECT_TRUE(hopper_allowed_by("auto"));
-  EXPECT_FALSE(hopper_allowed_by("sm80"));
+TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80OrFfmaAndAnythingElseIsNamed) {
+  EXPECT_EQ(family_override_from(nullptr), FamilyOverride::none);
+  EXPECT_EQ(family_override_from(""), FamilyOverride::none);
+  EXPECT_EQ(family_override_from("auto"), FamilyOverride::none);
+  EXPECT_EQ(family_override_from("sm80"), FamilyOverride::sm80);
+  EXPECT_EQ(family_override_from("ffma"), FamilyOverride::ffma);
   try {
-    hopper_allowed_by("sm90a");
+    family_override_from("sm90a");
     FAIL() << "an unknown value must be refused";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("FLASHREF_CUDA_FAMILY"), std::string::npos) << e.what();
@@ -106,7 +135,7 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
 // dQ's float32 accumulator at the compiled head dim, and one counter per 64-query tile when the
 // adds are ordered.
 TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
-  for (Family f : {Family::sm80, Family::sm80_tf32, Family::ffma}) {
+  for (Family f : {Family::sm80, Family::sm80_tf32, Family::sm80_3xtf32, Family::ffma}) {
     EXPECT_EQ(dq_strategy(f, true, 16384), DqStrategy::separate_pass) << family_name(f);
     EXPECT_EQ(dq_strategy(f, false, 16384), DqStrategy::separate_pass) << family_name(f);
   }

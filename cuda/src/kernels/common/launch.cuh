@@ -102,7 +102,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N,bwd90=N,
 // order90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead of
-// variant 0 (fwd 1-3, dq 1, dkdv 1-2), those of the sm90 forward (fwd90 1-4, 6, 7, 12,
+// variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32 float32 kernels' at d = 128, fwd 1 and
+// dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7, 12,
 // kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
 // tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "family.hpp"
 #include "flashref/dtype.hpp"
 #include "kernels/common/launch.cuh"
 #include "kernels/ffma/configs.hpp"
@@ -31,8 +32,9 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream, int kD) {
 }
 
 // O and L (Alg. 1).
-template <DType kDtype, int kD>
+template <Family kFamily, DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
+  static_assert(kFamily == Family::ffma, "the ffma folder runs the ffma family only");
   static_assert(kDtype == DType::f32, "the ffma family runs float32 only");
   if (small_tiles(args.S_q, args.H, args.B, false))
     launch_fwd<typename kernels::F32Config<kD>::FwdSmall>(args, stream, kD);
@@ -60,8 +62,9 @@ void launch_bwd_version(const kernels::AttnArgs& args, cudaStream_t stream, cuda
 
 // dQ, dK, dV (Alg. 2): the dQ pass on `stream`, the dK/dV pass on `side` (dispatch.cu forks and
 // joins it).
-template <DType kDtype, int kD>
+template <Family kFamily, DType kDtype, int kD>
 void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  static_assert(kFamily == Family::ffma, "the ffma folder runs the ffma family only");
   static_assert(kDtype == DType::f32, "the ffma family runs float32 only");
   using C = kernels::F32Config<kD>;
   if constexpr (kTuningVariants) {

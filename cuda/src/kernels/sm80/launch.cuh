@@ -1,6 +1,6 @@
-// Launchers of the sm80 family (mma.sync: bf16/f16 with Sm80Fp16Ops, float32 with allow_tf32
-// with Sm80Tf32Ops): grid sizes, labels and the FLASHREF_CUDA_TUNE variants, for one operand
-// policy and compiled head dim. sm80::forward / sm80::backward are what the generated
+// Launchers of the sm80 families (mma.sync: bf16/f16 with Sm80Fp16Ops, float32 with allow_tf32
+// with Sm80Tf32Ops, exact float32 with Sm80Tf32x3Ops): grid sizes, labels and the
+// FLASHREF_CUDA_TUNE variants, for one operand policy and compiled head dim. sm80::forward / sm80::backward are what the generated
 // instantiation files (inst/sm80_*.cu, cuda/cmake/flashref_cuda_instances.cmake) call.
 #pragma once
 
@@ -11,22 +11,31 @@
 #include <string>
 #include <type_traits>
 
+#include "family.hpp"
 #include "flashref/dtype.hpp"
 #include "kernels/common/launch.cuh"
 #include "kernels/sm80/configs.hpp"
 
 namespace flashref::cuda::sm80 {
 
-// The operand policy for an input dtype: bf16 and f16 on m16n8k16, float32 on TF32.
-template <DType kDtype>
+// The operand policy of a family and input dtype: bf16 and f16 on m16n8k16; float32 on TF32
+// (sm80_tf32, allow_tf32) or as 3xTF32 (sm80_3xtf32, exact).
+template <Family kFamily, DType kDtype>
 using OpsFor = std::conditional_t<
     kDtype == DType::bf16, kernels::Sm80Fp16Ops<__nv_bfloat16>,
-    std::conditional_t<kDtype == DType::f16, kernels::Sm80Fp16Ops<__half>, kernels::Sm80Tf32Ops>>;
+    std::conditional_t<kDtype == DType::f16, kernels::Sm80Fp16Ops<__half>,
+                       std::conditional_t<kFamily == Family::sm80_3xtf32,
+                                          kernels::Sm80Tf32x3Ops, kernels::Sm80Tf32Ops>>>;
 
-// Error-message names: "fwd_mma" / "fwd_tf32", and the element "bf16", "f16" or "f32".
+// Whether the policy takes bf16/f16 (the only ones with tuning variants, at d = 64).
+template <typename Ops>
+inline constexpr bool kFp16Ops = !std::is_same_v<typename Ops::Element, float>;
+
+// Error-message names: "fwd_mma" / "fwd_tf32" / "fwd_3xtf32", and the element "bf16", "f16" or
+// "f32".
 template <typename Ops>
 std::string name(const char* kind) {
-  return std::string(kind) + (Ops::kRoundsTiles ? "_tf32" : "_mma");
+  return std::string(kind) + "_" + Ops::kLabel;
 }
 template <typename Ops>
 const char* element() {
@@ -63,10 +72,10 @@ void run_bwd_dkdv_variant(const kernels::AttnArgs& args, cudaStream_t stream) {
 }
 
 // O and L (Alg. 1).
-template <DType kDtype, int kD>
+template <Family kFamily, DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
-  using Ops = OpsFor<kDtype>;
-  if constexpr (kTuningVariants && kD == 64 && !Ops::kRoundsTiles) {
+  using Ops = OpsFor<kFamily, kDtype>;
+  if constexpr (kTuningVariants && kD == 64 && kFp16Ops<Ops>) {
     switch (tune().fwd) {
       case 1:
         return run_fwd_variant<Ops, kD, 1>(args, stream);
@@ -77,6 +86,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       default:
         break;
     }
+  } else if constexpr (kTuningVariants && kD == 128 && kFamily == Family::sm80_3xtf32) {
+    if (tune().fwd == 1) return run_fwd_variant<Ops, kD, 1>(args, stream);
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
   }
@@ -87,10 +98,10 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
 // V, dO and the workspace): the dQ pass runs on `stream`, the dK/dV pass on `side`, which the
 // caller forks from and joins back to `stream` (dispatch.cu), so the tail of one grid overlaps
 // the other.
-template <DType kDtype, int kD>
+template <Family kFamily, DType kDtype, int kD>
 void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
-  using Ops = OpsFor<kDtype>;
-  if constexpr (kTuningVariants && kD == 64 && !Ops::kRoundsTiles) {
+  using Ops = OpsFor<kFamily, kDtype>;
+  if constexpr (kTuningVariants && kD == 64 && kFp16Ops<Ops>) {
     if (tune().dq == 1)
       run_bwd_dq_variant<Ops, kD, 1>(args, stream);
     else
@@ -103,6 +114,10 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       default:
         return run_bwd_dkdv_variant<Ops, kD, 0>(args, side);
     }
+  } else if constexpr (kTuningVariants && kD == 128 && kFamily == Family::sm80_3xtf32) {
+    run_bwd_dq_variant<Ops, kD, 0>(args, stream);
+    if (tune().dkdv == 1) return run_bwd_dkdv_variant<Ops, kD, 1>(args, side);
+    run_bwd_dkdv_variant<Ops, kD, 0>(args, side);
   } else {
     (void)tune();
     run_bwd_dq_variant<Ops, kD, 0>(args, stream);

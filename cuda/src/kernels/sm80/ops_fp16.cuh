@@ -1,7 +1,8 @@
 // Operand policy of the sm80 family for bf16 / f16 inputs: what the tensor-core kernels
 // (fwd.cuh, bwd_dq.cuh, bwd_dkdv.cuh) do with an operand, on mma.sync m16n8k16 (layouts in
-// mma_sync.cuh). Its twin for float32 inputs on TF32 tensor cores is Sm80Tf32Ops
-// (ops_tf32.cuh); the kernels take either as T::Ops and are otherwise the same code.
+// mma_sync.cuh). Its twins for float32 inputs on TF32 tensor cores are Sm80Tf32Ops
+// (ops_tf32.cuh, allow_tf32) and Sm80Tf32x3Ops (ops_3xtf32.cuh, exact float32 as 3xTF32); the
+// kernels take any of them as T::Ops and are otherwise the same code.
 //
 // What a policy decides:
 //   Element          the type of the operand tiles in shared memory
@@ -14,6 +15,7 @@
 //                    two adjacent C tiles rounded to bf16/f16 and packed)
 //   kRoundsTiles     whether a tile is rounded in shared memory once it lands (no: the inputs
 //                    are already bf16/f16)
+//   kLabel           the kernels' suffix in error messages: fwd_mma, fwd_tf32, fwd_3xtf32
 //   kHoistsLoads     whether the compiler may hoist the fragment loads of a fully unrolled
 //                    reduction loop (then every load of a tile is live at once, and a loop
 //                    reading its A operand from shared memory stays rolled)
@@ -39,6 +41,7 @@ struct Sm80Fp16Ops {
   static constexpr int kHeadDimMultiple = 16;
   static constexpr bool kRoundsTiles = false;
   static constexpr bool kHoistsLoads = false;  // ldmatrix is volatile asm, kept in place
+  static constexpr const char* kLabel = "mma";
 
   // The lane's (row, col) inside a 16 x 16 block, for ldmatrix (one row address per lane):
   // an A fragment (a_), B read from the rows of a tile (b_), and B read from a row-major tile

@@ -86,6 +86,7 @@ struct Sm80Tf32Ops {
   static constexpr int kHeadDimMultiple = 32;  // the bank padding needs kD a multiple of 32
   static constexpr bool kRoundsTiles = true;
   static constexpr bool kHoistsLoads = true;  // plain shared-memory loads
+  static constexpr const char* kLabel = "tf32";
 
   // The lane's indices in the layouts above: (g, t) for every access; load_b_cols relabels
   // them itself (rows 2t, 2t + 1, column g).

@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 
+#include "family.hpp"
 #include "flashref/dtype.hpp"
 #include "flashref/error.hpp"
 #include "kernels/common/launch.cuh"
@@ -186,8 +187,9 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
 // scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; another value
 // keeps the configuration of that head dim).
-template <DType kDtype, int kD>
+template <Family kFamily, DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
+  static_assert(kFamily == Family::sm90, "the sm90 folder runs the sm90 family only");
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using kernels::sm90::FwdVariant;
   using Config = kernels::sm90::FwdConfig<Element, kD>;
@@ -285,8 +287,9 @@ void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cud
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
 // `stream` and the dK/dV pass on `side`, which the caller forks from and joins back to
 // `stream`; or fused (args.dq_accum set), on `stream`.
-template <DType kDtype, int kD>
+template <Family kFamily, DType kDtype, int kD>
 void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  static_assert(kFamily == Family::sm90, "the sm90 folder runs the sm90 family only");
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {

@@ -1,0 +1,98 @@
+// Operand policy of the sm80 family for exact float32: every product on TF32 tensor cores as
+// three (3xTF32), the way PyTorch's memory-efficient kernel runs float32 (CUTLASS's
+// OpMultiplyAddFastF32). A float32 operand x is split into
+//   big = tf32(x),  small = tf32(x - big)            (cvt.rna.tf32.f32 both times)
+// where x - big is exact in float32, and a product is taken as
+//   a b ~ small(a) big(b) + big(a) small(b) + big(a) big(b)
+// into the float32 accumulator, smallest terms first. What it drops, small(a) small(b) and the
+// rounding of the two residuals, is of the order of 2^-22 |a| |b|: float32's own rounding, not
+// TF32's 2^-11. dev/f32 emulates exactly these products on the CPU and finds their errors within
+// the exact float32 rule with plain float32's margins; the suite holds that as a property
+// (PrecisionModes.Correct3xTf32KernelPassesTheExactRule), and docs/verification.md has why the
+// rule does not change.
+//
+// Fragment layouts, loads and the shared-memory padding are Sm80Tf32Ops's (ops_tf32.cuh). The
+// tiles stay float32 in shared memory, unrounded, and P~ and dS stay float32 in registers:
+// each mma group splits its own operands just before the three mma, so no fragment holds two
+// halves for longer than the group that uses them (registers: the halves of an A fragment would
+// double the fragments a kernel keeps, such as Q_i's in the forward).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/sm80/ops_tf32.cuh"
+
+namespace flashref::cuda::kernels {
+
+// x as the TF32 pair (big, small) above, from its bits.
+__device__ __forceinline__ void split_tf32(uint32_t& big, uint32_t& small, uint32_t x) {
+  const float f = __uint_as_float(x);
+  big = to_tf32(f);
+  small = to_tf32(f - __uint_as_float(big));
+}
+
+// The A fragment a (float32 bits) split once, for the several products it feeds.
+struct SplitA {
+  uint32_t big[4], small[4];
+  __device__ __forceinline__ explicit SplitA(const uint32_t (&a)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) split_tf32(big[e], small[e], a[e]);
+  }
+};
+
+// c += a b as three TF32 products (b: float32 bits, split here).
+__device__ __forceinline__ void mma_3xtf32(float (&c)[4], const SplitA& a, uint32_t b0,
+                                           uint32_t b1) {
+  uint32_t b_big[2], b_small[2];
+  split_tf32(b_big[0], b_small[0], b0);
+  split_tf32(b_big[1], b_small[1], b1);
+  mma_tf32(c, a.small, b_big[0], b_big[1]);
+  mma_tf32(c, a.big, b_small[0], b_small[1]);
+  mma_tf32(c, a.big, b_big[0], b_big[1]);
+}
+
+struct Sm80Tf32x3Ops : Sm80Tf32Ops {
+  static constexpr bool kRoundsTiles = false;  // split per product instead
+  static constexpr const char* kLabel = "3xtf32";
+
+  template <int kN>
+  static __device__ __forceinline__ void mma_group(float (&c)[kN][4], int i, const uint32_t (&a)[4],
+                                                   const BFrag& b) {
+    mma_3xtf32(c[i], SplitA(a), b[0], b[1]);  // a's split is shared by the unrolled groups
+  }
+
+  // P~ and dS as A fragments, still float32 (relabelled as a_from_c relabels them).
+  template <int kNT>
+  static __device__ __forceinline__ void a_frags_from_c(uint32_t (&a)[kNT][4],
+                                                        const float (&c)[kNT][4]) {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      a[nt][0] = __float_as_uint(c[nt][0]);
+      a[nt][1] = __float_as_uint(c[nt][2]);
+      a[nt][2] = __float_as_uint(c[nt][1]);
+      a[nt][3] = __float_as_uint(c[nt][3]);
+    }
+  }
+
+  // acc += A Z, as Sm80Tf32Ops::a_frags_times_tile, each product 3xTF32.
+  template <int kNT, int kDT, int kStride>
+  static __device__ __forceinline__ void a_frags_times_tile(float (&acc)[kDT][4],
+                                                            const uint32_t (&a)[kNT][4],
+                                                            const float* tile, const Lane& l) {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      const SplitA a_split(a[nt]);
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        BFrag b;
+        load_b_cols(b, nullptr, tile, kStride, nt * 8, dt * 8, l.t_row, l.t_col);
+        mma_3xtf32(acc[dt], a_split, b[0], b[1]);
+      }
+    }
+  }
+
+  template <int kRows, int kD, int kStride, int kThreads>
+  static __device__ __forceinline__ void round_tile(float*, int) {}
+};
+
+}  // namespace flashref::cuda::kernels
