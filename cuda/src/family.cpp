@@ -27,12 +27,12 @@ FamilyOverride family_override_from(const char* value) {
   const std::string v = value == nullptr ? "" : value;
   if (v.empty() || v == "auto") return FamilyOverride::none;
   if (v == "sm80") return FamilyOverride::sm80;
-  if (v == "ffma") return FamilyOverride::ffma;
+  if (v == "3xtf32") return FamilyOverride::three_tf32;
   throw InvalidArgument("FLASHREF_CUDA_FAMILY",
                         "\"" + v +
                             "\" is not a family choice: use auto (the default), sm80 (bf16/f16 on "
-                            "the mma.sync kernels, not sm90) or ffma (exact float32 on the FMA "
-                            "units, not as 3xTF32)");
+                            "the mma.sync kernels, not sm90) or 3xtf32 (exact float32 as 3xTF32 "
+                            "on the mma.sync kernels, not on the FMA units)");
 }
 
 bool sm90_built() {
@@ -46,7 +46,8 @@ bool sm90_built() {
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
   if (dtype == DType::f32) {
     if (allow_tf32) return Family::sm80_tf32;
-    return o == FamilyOverride::ffma || d > kMaxTf32HeadDim ? Family::ffma : Family::sm80_3xtf32;
+    return o == FamilyOverride::three_tf32 && d <= kMaxTf32HeadDim ? Family::sm80_3xtf32
+                                                                   : Family::ffma;
   }
   // sm90 is compiled for head dims 64 and 128: d in 33..128 runs there (padded up), the rest on
   // sm80 (docs/cuda.md). sm_90a code runs on compute capability 9.0 only.

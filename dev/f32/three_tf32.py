@@ -44,7 +44,45 @@ def product(mode):
         # accumulator before the large one would; float32 sums throughout.
         return (plain(a_small, b_big) + plain(a_big, b_small)) + plain(a_big, b_big)
 
-    return {"f32": plain, "1xtf32": one, "3xtf32": three}[mode]
+    def rz32(x):
+        """float64 to float32, rounded toward zero."""
+        f = x.astype(np.float32)
+        over = np.abs(f.astype(np.float64)) > np.abs(x)
+        return np.where(over, np.nextafter(f, np.float32(0)), f).astype(np.float32)
+
+    def three_tensor_core(a, b):
+        # As mma.sync runs it: k in steps of 8 (m16n8k8), each of the three products of a step
+        # added into one float32 accumulator at once, the 8 products exactly and the sum
+        # truncated toward zero (the model of NVIDIA tensor cores' float32 accumulation in
+        # Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores").
+        a_big, b_big = tf32(a), tf32(b)
+        a_small, b_small = tf32(a - a_big), tf32(b - b_big)
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        for c in range(0, a.shape[1], 8):
+            for x, y in ((a_small, b_big), (a_big, b_small), (a_big, b_big)):
+                part = x[:, c:c + 8].astype(np.float64) @ y[c:c + 8].astype(np.float64)
+                acc = rz32(acc.astype(np.float64) + part)
+        return acc
+
+    def three_tensor_core_fresh(a, b, block=64):
+        # The same mma, each block of `block` reduction indices summed from a zeroed tensor-core
+        # accumulator and then added into the float32 result with round to nearest (an FADD),
+        # so the truncations no longer pile up over the whole reduction.
+        a_big, b_big = tf32(a), tf32(b)
+        a_small, b_small = tf32(a - a_big), tf32(b - b_big)
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        for c0 in range(0, a.shape[1], block):
+            tmp = np.zeros_like(acc)
+            for c in range(c0, min(c0 + block, a.shape[1]), 8):
+                for x, y in ((a_small, b_big), (a_big, b_small), (a_big, b_big)):
+                    part = x[:, c:c + 8].astype(np.float64) @ y[c:c + 8].astype(np.float64)
+                    tmp = rz32(tmp.astype(np.float64) + part)
+            acc = acc + tmp
+        return acc
+
+    return {"f32": plain, "1xtf32": one, "3xtf32": three, "3xtf32-rz": three_tensor_core,
+            "3xtf32-rz-fresh8": lambda a, b: three_tensor_core_fresh(a, b, 8),
+            "3xtf32-rz-fresh64": three_tensor_core_fresh}[mode]
 
 
 def attention(q, k, v, do, causal, mm):
@@ -89,6 +127,11 @@ def main():
                     "1,1,2048,128,causal;1,2,512,128,causal,4",
                     help="B,H,S,d,mask[,sigma]: ';'-separated; inputs normal with standard "
                          "deviation sigma (default 1; 4 makes the softmax sharp)")
+    ap.add_argument("--modes", default="f32,3xtf32,1xtf32",
+                    help="of f32, 3xtf32, 1xtf32, 3xtf32-rz (3xTF32 with the tensor cores' "
+                         "accumulation: steps of 8, truncated sums), 3xtf32-rz-fresh8 and "
+                         "3xtf32-rz-fresh64 (the same from a zeroed accumulator every 8 or 64 "
+                         "reduction indices, added into the result with round to nearest)")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     rows = []
@@ -102,7 +145,7 @@ def main():
         os.makedirs(folder, exist_ok=True)
         for n, t in tensors.items():
             np.save(os.path.join(folder, f"{n}.npy"), t)
-        for mode in ("f32", "3xtf32", "1xtf32"):
+        for mode in a.modes.split(","):
             outs = attention(tensors["q"], tensors["k"], tensors["v"], tensors["do"],
                              mask == "causal", product(mode))
             for n, t in zip(("o", "lse", "dq", "dk", "dv"), outs):

@@ -26,8 +26,7 @@ TEST(CudaFamily, ChosenFromDtypeAndAllowTf32OnEveryAcceptedArch) {
   for (int arch : {80, 86, 89, 90}) {
     EXPECT_EQ(choose_family(arch, DType::bf16, 256, false), Family::sm80) << arch;
     EXPECT_EQ(choose_family(arch, DType::f16, 256, true), Family::sm80) << arch;  // no effect
-    EXPECT_EQ(choose_family(arch, DType::f32, 64, false, FamilyOverride::none),
-              Family::sm80_3xtf32)
+    EXPECT_EQ(choose_family(arch, DType::f32, 64, false, FamilyOverride::none), Family::ffma)
         << arch;
     EXPECT_EQ(choose_family(arch, DType::f32, 64, true), Family::sm80_tf32) << arch;
   }
@@ -78,45 +77,46 @@ TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   }
 }
 
-// Exact float32 on tensor cores as 3xTF32 where it is compiled (d <= 128), on the FMA units
-// above it or when FLASHREF_CUDA_FAMILY=ffma asks; allow_tf32 takes TF32 whatever is forced.
-TEST(CudaFamily, Float32RunsExactAs3xTf32OrOnFfmaOrOnTf32WhenAllowed) {
+// Exact float32 on the FMA units; as 3xTF32 on tensor cores only when FLASHREF_CUDA_FAMILY=3xtf32
+// asks, and only where it is compiled (d <= 128); allow_tf32 takes TF32 whatever is forced.
+TEST(CudaFamily, Float32RunsExactOnFfmaOr3xTf32WhenAskedOrOnTf32WhenAllowed) {
   for (int arch : {80, 90}) {
     for (long long d : {4, 32, 64, 100, 128}) {
-      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none),
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none), Family::ffma) << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::three_tf32),
                 Family::sm80_3xtf32)
           << d;
-      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::ffma), Family::ffma) << d;
-      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::sm80),
-                Family::sm80_3xtf32)
-          << d;
-      EXPECT_EQ(choose_family(arch, DType::f32, d, true, FamilyOverride::ffma), Family::sm80_tf32)
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::sm80), Family::ffma) << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, true, FamilyOverride::three_tf32),
+                Family::sm80_tf32)
           << d;
     }
     for (long long d : {132, 256})
-      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none), Family::ffma)
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::three_tf32), Family::ffma)
           << d;
   }
   // The override does not reach bf16/f16 unless it names their family.
-  EXPECT_EQ(choose_family(90, DType::bf16, 256, false, FamilyOverride::ffma), Family::sm80);
+  EXPECT_EQ(choose_family(90, DType::bf16, 256, false, FamilyOverride::three_tf32), Family::sm80);
   if (sm90_built()) {
-    EXPECT_EQ(choose_family(90, DType::bf16, 64, false, FamilyOverride::ffma), Family::sm90);
+    EXPECT_EQ(choose_family(90, DType::bf16, 64, false, FamilyOverride::three_tf32), Family::sm90);
     EXPECT_EQ(choose_family(90, DType::bf16, 64, false, FamilyOverride::sm80), Family::sm80);
   }
 }
 
-TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80OrFfmaAndAnythingElseIsNamed) {
+TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32AndAnythingElseIsNamed) {
   EXPECT_EQ(family_override_from(nullptr), FamilyOverride::none);
   EXPECT_EQ(family_override_from(""), FamilyOverride::none);
   EXPECT_EQ(family_override_from("auto"), FamilyOverride::none);
   EXPECT_EQ(family_override_from("sm80"), FamilyOverride::sm80);
-  EXPECT_EQ(family_override_from("ffma"), FamilyOverride::ffma);
-  try {
-    family_override_from("sm90a");
-    FAIL() << "an unknown value must be refused";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("FLASHREF_CUDA_FAMILY"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("sm90a"), std::string::npos) << e.what();
+  EXPECT_EQ(family_override_from("3xtf32"), FamilyOverride::three_tf32);
+  for (const char* wrong : {"sm90a", "ffma"}) {
+    try {
+      family_override_from(wrong);
+      ADD_FAILURE() << "an unknown value must be refused: " << wrong;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("FLASHREF_CUDA_FAMILY"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(wrong), std::string::npos) << e.what();
+    }
   }
 }
 

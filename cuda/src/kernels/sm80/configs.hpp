@@ -186,37 +186,37 @@ struct BwdDkvMmaConfig<Sm80Tf32Ops, 128, 0> {
   using Second = void;
 };
 
-// Exact float32 as 3xTF32 (Sm80Tf32x3Ops): each product is three mma, with its operands split
-// where they are used, so the split's temporaries sit on top of the TF32 kernels' registers.
-// The TF32 tiles spilled (ptxas, sm_90a: forward d = 128 56 bytes; dQ d = 32 92, d = 64 276;
-// dK/dV d = 32 16, d = 64 400, d = 128 24), so these are the largest of a sweep that spill
-// nothing, with the fragments of the kept operand (Q_i; K_j, V_j) re-read from shared memory
-// wherever holding them spilled. Registers, sm_90a, no spills:
-//   forward    d = 32: 64 x 64, 4 warps, Q in registers (211); d = 64: 64 x 32, 4 warps (162;
-//              Q in registers 255); d = 128: 64 x 16, 4 warps (229), variant fwd=1 128 x 32,
-//              8 warps (252)
-//   dQ         d = 32: B_k 32, Q/dO in registers (228); d = 64: B_k 32 (174); d = 128: B_k 16
-//              (178)
-//   dK/dV      d = 32: B_q 64 (175); d = 64: B_q 16 (158; B_q 32: 16 bytes of spills at the
-//              168 registers of 3 blocks); d = 128: B_q 8 (227), variant dkdv=1 B_q 16 (24
-//              bytes of spills)
-// Not yet timed against each other on the GPU (docs/perf-notes.md).
+// Exact float32 as 3xTF32 (Sm80Tf32x3Ops; FLASHREF_CUDA_FAMILY=3xtf32, not the default): each
+// product is three mma from a zeroed accumulator plus an FADD, with its operands split where
+// they are used, so the split's temporaries sit on top of the TF32 kernels' registers. The
+// TF32 tiles spilled (ptxas, sm_90a), so these are the largest of a sweep that spill nothing,
+// with the kept operand's fragments (Q_i; K_j, V_j) re-read from shared memory wherever
+// holding them spilled. Registers, sm_90a, no spills:
+//   forward    d = 32: 64 x 64, 4 warps, Q in registers; d = 64: 64 x 32, 4 warps (Q in
+//              registers: 255); d = 128: 128 x 32, 8 warps (255; 64 x 16 spilled 20 bytes),
+//              variant fwd=1 64 x 8, 4 warps (244)
+//   dQ         d = 32: B_k 32 (134; Q/dO in registers spilled 60 bytes); d = 64: B_k 32 (174);
+//              d = 128: B_k 16 (178)
+//   dK/dV      d = 32: B_q 32 (134; B_q 64 spilled 32 bytes); d = 64: B_q 16 (158; B_q 32: 16
+//              bytes of spills at the 168 registers of 3 blocks); d = 128: B_q 8 (227), variant
+//              dkdv=1 B_q 16 (76 bytes of spills)
+// Timed in docs/perf-notes.md (runs 25a, 25b).
 template <int kD, int kVariant>
 struct FwdMmaConfig<Sm80Tf32x3Ops, kD, kVariant> {
   static_assert(kD == 32 || kD == 64 || kD == 128, "3xTF32 compiled head dims: 32, 64, 128");
-  static constexpr bool kWide = kD == 128 && kVariant == 1;
-  using Traits = FwdMmaTraits<Sm80Tf32x3Ops, kD, kWide ? 128 : 64,
-                              kD == 32 ? 64 : kD == 64 ? 32 : kWide ? 32 : 16, kWide ? 8 : 4,
-                              kD == 32>;
+  static constexpr bool kNarrow = kD == 128 && kVariant == 1;
+  using Traits = FwdMmaTraits<Sm80Tf32x3Ops, kD, kD == 128 && !kNarrow ? 128 : 64,
+                              kD == 32 ? 64 : kD == 64 ? 32 : kNarrow ? 8 : 32,
+                              kD == 128 && !kNarrow ? 8 : 4, kD == 32>;
 };
 template <int kD, int kVariant>
 struct BwdDqMmaConfig<Sm80Tf32x3Ops, kD, kVariant> {
-  using Traits = BwdDqMmaTraits<Sm80Tf32x3Ops, kD, kD == 128 ? 16 : 32, 4, kD == 32>;
+  using Traits = BwdDqMmaTraits<Sm80Tf32x3Ops, kD, kD == 128 ? 16 : 32, 4, false>;
 };
 template <int kD, int kVariant>
 struct BwdDkvMmaConfig<Sm80Tf32x3Ops, kD, kVariant> {
   using Traits = BwdDkvMmaTraits<Sm80Tf32x3Ops, kD,
-                                 kD == 32 ? 64 : kD == 64 ? 16 : kVariant == 1 ? 16 : 8, 4, false,
+                                 kD == 32 ? 32 : kD == 64 ? 16 : kVariant == 1 ? 16 : 8, 4, false,
                                  true, true>;
   using Second = void;
 };

@@ -4,7 +4,7 @@
 //   big = tf32(x),  small = tf32(x - big)            (cvt.rna.tf32.f32 both times)
 // where x - big is exact in float32, and a product is taken as
 //   a b ~ small(a) big(b) + big(a) small(b) + big(a) big(b)
-// into the float32 accumulator, smallest terms first. What it drops, small(a) small(b) and the
+// smallest terms first, each mma step's three from a zeroed accumulator (mma_3xtf32 says why). What it drops, small(a) small(b) and the
 // rounding of the two residuals, is of the order of 2^-22 |a| |b|: float32's own rounding, not
 // TF32's 2^-11. dev/f32 emulates exactly these products on the CPU and finds their errors within
 // the exact float32 rule with plain float32's margins; the suite holds that as a property
@@ -40,15 +40,23 @@ struct SplitA {
   }
 };
 
-// c += a b as three TF32 products (b: float32 bits, split here).
+// c += a b as three TF32 products (b: float32 bits, split here), summed from zero by the
+// tensor core and then added into c with one FADD each: the tensor cores' float32 accumulation
+// truncates, and added straight into c those truncations pile up over a whole reduction (run
+// 25a on the H200: O, dK, dV up to 2x past the exact rule; dev/f32/three_tf32.py's 3xtf32-rz
+// model reproduces it, and its 3xtf32-rz-fresh8, this order, passes with plain float32's
+// margins).
 __device__ __forceinline__ void mma_3xtf32(float (&c)[4], const SplitA& a, uint32_t b0,
                                            uint32_t b1) {
   uint32_t b_big[2], b_small[2];
   split_tf32(b_big[0], b_small[0], b0);
   split_tf32(b_big[1], b_small[1], b1);
-  mma_tf32(c, a.small, b_big[0], b_big[1]);
-  mma_tf32(c, a.big, b_small[0], b_small[1]);
-  mma_tf32(c, a.big, b_big[0], b_big[1]);
+  float step[4] = {0.f, 0.f, 0.f, 0.f};
+  mma_tf32(step, a.small, b_big[0], b_big[1]);
+  mma_tf32(step, a.big, b_small[0], b_small[1]);
+  mma_tf32(step, a.big, b_big[0], b_big[1]);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) c[e] += step[e];
 }
 
 struct Sm80Tf32x3Ops : Sm80Tf32Ops {
@@ -58,7 +66,7 @@ struct Sm80Tf32x3Ops : Sm80Tf32Ops {
   template <int kN>
   static __device__ __forceinline__ void mma_group(float (&c)[kN][4], int i, const uint32_t (&a)[4],
                                                    const BFrag& b) {
-    mma_3xtf32(c[i], SplitA(a), b[0], b[1]);  // a's split is shared by the unrolled groups
+    mma_3xtf32(c[i], SplitA(a), b[0], b[1]);  // pure conversions: shared by unrolled groups
   }
 
   // P~ and dS as A fragments, still float32 (relabelled as a_from_c relabels them).
