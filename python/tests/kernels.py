@@ -21,6 +21,21 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return r.astype(np.uint32).view(F32)
 
 
+def _add_toward_zero(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b in float32, rounded toward zero: a tensor core's float32 accumulation."""
+    exact = a.astype(np.float64) + b.astype(np.float64)
+    f = exact.astype(F32)
+    return np.where(np.abs(f.astype(np.float64)) > np.abs(exact), np.nextafter(f, F32(0)), f).astype(F32)
+
+
+def _truncated_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b with every add of the sum rounded toward zero ("rounded_toward_zero")."""
+    out = np.zeros((a.shape[0], b.shape[1]), F32)
+    for c in range(a.shape[1]):
+        out = _add_toward_zero(out, (a[:, c:c + 1] * b[c:c + 1, :]).astype(F32))
+    return out
+
+
 def _visible(mask: str, S_q: int, S_k: int, i: np.ndarray, j: np.ndarray,
              strict: bool = False) -> np.ndarray:
     if mask == "none":
@@ -88,7 +103,10 @@ def flash_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: str = "none
                     key_end = keys - T_k  # a wrong loop bound for the tail: one key tile short
                 for j0 in range(0, key_end, T_k):
                     j = np.arange(j0, min(keys, j0 + T_k))
-                    S = (Qi @ op(kf[b, hk, j]).T).astype(F32) * F32(scale)
+                    if "rounded_toward_zero" in mistakes:
+                        S = _truncated_product(Qi, kf[b, hk, j].T) * F32(scale)
+                    else:
+                        S = (Qi @ op(kf[b, hk, j]).T).astype(F32) * F32(scale)
                     seen = _visible(mask, S_q, S_k, i, j, strict="diagonal_strict" in mistakes)
                     if "diagonal_tiles" in mistakes and mask != "none":
                         # A tile crossing the diagonal is treated as fully visible.
@@ -110,7 +128,12 @@ def flash_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: str = "none
                         l = (l + P.sum(axis=1)).astype(F32)  # line 12 without exp(m_old - m)
                     else:
                         l = (alpha * l + P.sum(axis=1)).astype(F32)
-                    acc = (alpha[:, None] * acc + op(P.astype(F32)) @ op(vf[b, hk, j])).astype(F32)
+                    if "rounded_toward_zero" in mistakes:
+                        acc = (alpha[:, None] * acc).astype(F32)
+                        for c in range(len(j)):  # P~ V_j, every add truncated, into acc
+                            acc = _add_toward_zero(acc, (P[:, c:c + 1] * vf[b, hk, j[c]][None, :]).astype(F32))
+                    else:
+                        acc = (alpha[:, None] * acc + op(P.astype(F32)) @ op(vf[b, hk, j])).astype(F32)
                     m = m_new.astype(F32)
                     if states is not None:
                         r = len(i)

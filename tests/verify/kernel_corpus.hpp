@@ -31,6 +31,10 @@ struct Kernel {
   // Float32 products made as 3xTF32 (three_tf32_product), as a tensor-core kernel's exact
   // float32 path makes them (PyTorch's memory-efficient kernel; dev/f32/README.md).
   bool three_tf32 = false;
+  // Every add of the long sums (Q K^T over d, P~ V over the keys) truncated toward zero, as a
+  // tensor core's float32 accumulator is when a kernel adds every mma step into it
+  // (add_toward_zero; docs/verification.md, rounded_toward_zero).
+  bool truncated_sums = false;
   DType lse_dtype = DType::f32;    // L stored in this dtype
   bool pad_keys_unmasked = false;  // last key tile loaded with zeros and never masked
   MaskedRows masked_rows = MaskedRows::zero;
@@ -50,6 +54,13 @@ inline float three_tf32_product(float x, float y) {
   return (xb * ys + xs * yb) + xb * yb;
 }
 
+// a + b rounded toward zero to float32.
+inline float add_toward_zero(float a, float b) {
+  const double sum = static_cast<double>(a) + static_cast<double>(b);
+  const float f = static_cast<float>(sum);
+  return std::fabs(static_cast<double>(f)) > std::fabs(sum) ? std::nextafter(f, 0.0f) : f;
+}
+
 // Deterministic junk in [-3, 3): what a read past the end returns.
 inline float junk(std::uint64_t n) {
   n = (n + 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
@@ -66,6 +77,9 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
   };
   const auto mul = [&](float x, float y) {
     return k.three_tf32 ? three_tf32_product(x, y) : op(x) * op(y);
+  };
+  const auto sum = [&](float a, float b) {
+    return k.truncated_sums ? add_toward_zero(a, b) : a + b;
   };
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   xt::xarray<double> O = xt::zeros<double>({n(p.B), n(p.H), n(p.S_q), n(p.d)});
@@ -111,7 +125,7 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
             float dot = 0.0f;
             if (j < p.S_k) {
               for (std::int64_t c = 0; c < p.d; ++c)
-                dot += mul(data.q.get(b, h, i, c), data.k.get(b, hk, j, c));
+                dot = sum(dot, mul(data.q.get(b, h, i, c), data.k.get(b, hk, j, c)));
             }  // a padded key is zero: its score is 0
             // A padded key is seen by the same index comparison as a real one.
             const bool seen = visible(i, j);
@@ -129,7 +143,7 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
             l += pj;
             if (j >= p.S_k) continue;  // V is zero there
             for (std::int64_t c = 0; c < p.d; ++c)
-              acc[n(c)] += mul(pj, data.v.get(b, hk, j, c));
+              acc[n(c)] = sum(acc[n(c)], mul(pj, data.v.get(b, hk, j, c)));
           }
           m = m_new;
         }

@@ -3,6 +3,7 @@
 // it shows), must get its code from check_candidate, and nothing else; a correct kernel in each
 // precision mode (TF32 products with allow_tf32, L in bf16 or f16 with lse_dtype) must pass
 // with no finding.
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -204,6 +205,29 @@ TEST(KernelCorpus, TailGarbageAndUnwrittenTailsAreTold) {
     }
     expect_only(check(p, unwritten), "tail_rows", where);
   }
+}
+
+// Sums truncated toward zero, as a tensor core's float32 accumulator leaves them when a kernel
+// adds every mma step of a long reduction into it (the 3xTF32 kernels' first version, run 25a):
+// errors of float32's size that all shrink O, named rounded_toward_zero. Shapes long enough for
+// the truncations to add up past the exact rule.
+TEST(KernelCorpus, TruncatedSumsAreNamed) {
+  for (Mask mask : kMasks)
+    for (const Problem& p : {make_problem(1, 2, 1, 200, 300, 32, mask, DType::f32),
+                             make_problem(1, 2, 2, 257, 130, 40, mask, DType::f32)}) {
+      const std::string where = std::string(mask_name(mask)) + " S_q " + std::to_string(p.S_q);
+      expect_clean_pass(check(p, {}), where + " correct kernel");
+      Kernel k;
+      k.truncated_sums = true;
+      const CheckResult r = check(p, k);
+      expect_only(r, "rounded_toward_zero", where);
+      if (codes(r).count("rounded_toward_zero") != 0) {
+        const diagnosis::Finding& f = finding(r, "rounded_toward_zero");
+        EXPECT_NE(std::find(f.tensors.begin(), f.tensors.end(), TensorId::O), f.tensors.end())
+            << where << "\n" << report(r);
+        EXPECT_GT(f.detail.at("by_tensor").at("O").at("shrink_per_rms").get<double>(), 0.25);
+      }
+    }
 }
 
 // Q rows pointing away from every key: scores near -128, below float32's exp range.

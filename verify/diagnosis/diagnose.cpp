@@ -359,6 +359,20 @@ Diagnosis diagnose(const ProblemData& data, const TensorSet& candidate,
       } else {
         result.findings.push_back(std::move(*f));
       }
+      continue;
+    }
+    if (std::optional<Finding> f = rounded_toward_zero(c.id, *c.values, gold.at(c.id))) {
+      located.push_back(c.id);
+      auto same = std::find_if(result.findings.begin(), result.findings.end(),
+                               [&](const Finding& x) { return x.code == f->code; });
+      if (same != result.findings.end()) {
+        same->tensors.push_back(c.id);
+        same->detail["by_tensor"][std::string(tensor_name(c.id))] = f->detail;
+      } else {
+        const nlohmann::json values = f->detail;  // by tensor, as more tensors join
+        f->detail = {{"by_tensor", {{std::string(tensor_name(c.id)), values}}}};
+        result.findings.push_back(std::move(*f));
+      }
     }
   }
   // Junk in O's tail makes the same tail of the other tensors junk too: one tail_garbage.

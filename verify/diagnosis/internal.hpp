@@ -86,6 +86,10 @@ std::optional<Finding> masked_rows_not_zero(const ProblemData& data, const Tenso
 // max_init_zero: the wrong rows are exactly rows whose largest score is so negative that
 // exp(S - 0) underflows in float32 (the running max started at 0 instead of -inf).
 std::optional<Finding> max_init_zero(const Context& ctx, TensorId id, double limit);
+// rounded_toward_zero: tensor `id`'s errors are small and shrink its magnitudes (truncated sums or
+// conversions; rounding.cpp).
+std::optional<Finding> rounded_toward_zero(TensorId id, const xt::xarray<double>& candidate,
+                                           const xt::xarray<double>& gold);
 // Where the wrong elements of tensor `id` sit (rows, columns, tiles, the diagonal, the tails),
 // for a failed tensor no finding explains.
 Lead locate_errors(TensorId id, const Problem& p, const xt::xarray<double>& candidate,

@@ -8,8 +8,9 @@
 //   the candidate matches its recomputation about as closely as a correct kernel matches the
 //   gold (relative L2 within the tolerance below) and at least 10 times more closely than it
 //   matches the correct answer. Per tensor only the best-fitting mistake is reported.
-// - Locations, for failures no hypothesis explains: NaN/inf in rows that see no key, errors
-//   confined to the last partial tile for a tile size T in {16, 32, 64, 128}.
+// - Locations and patterns, for failures no hypothesis explains: NaN/inf in rows that see no
+//   key, errors confined to the last partial tile for a tile size T in {16, 32, 64, 128}, small
+//   errors that all shrink the values (truncated sums).
 // A candidate whose tensors all pass gets no findings.
 //
 // Each finding has a stable code (below; the same strings as the cpu backend's test faults,
@@ -50,6 +51,7 @@ inline constexpr std::string_view kDiagnosisCodes[] = {"lse_low_precision",
                                                        "gqa_reduction",
                                                        "diagonal_tiles",
                                                        "max_init_zero",
+                                                       "rounded_toward_zero",
                                                        "nan_masked_rows",
                                                        "masked_rows_not_zero",
                                                        "tail_rows",
