@@ -81,9 +81,10 @@ Support family_supports(Family f, const Problem& p) {
                 "kernels run d up to 256"};
   }
   if (f == Family::sm80_3xtf32 && p.d > kMaxTf32HeadDim) {
-    return {false, "head dim d = " + std::to_string(p.d) + ": the 3xTF32 kernels are compiled for d <= " +
-                       std::to_string(kMaxTf32HeadDim) +
-                       "; the exact float32 kernels on the FMA units (ffma) run d up to 256"};
+    return {false,
+            "head dim d = " + std::to_string(p.d) +
+                ": the 3xTF32 kernels are compiled for d <= " + std::to_string(kMaxTf32HeadDim) +
+                "; the exact float32 kernels on the FMA units (ffma) run d up to 256"};
   }
   return {};
 }

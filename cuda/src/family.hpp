@@ -13,15 +13,15 @@
 namespace flashref::cuda {
 
 enum class Family {
-  sm80,       // mma.sync m16n8k16, bf16 / f16 inputs (kernels/sm80, Sm80Fp16Ops); sm_80 and newer
-  sm80_tf32,  // mma.sync m16n8k8 on TF32, float32 inputs with allow_tf32 (kernels/sm80,
-              // Sm80Tf32Ops); sm_80 and newer
+  sm80,         // mma.sync m16n8k16, bf16 / f16 inputs (kernels/sm80, Sm80Fp16Ops); sm_80 and newer
+  sm80_tf32,    // mma.sync m16n8k8 on TF32, float32 inputs with allow_tf32 (kernels/sm80,
+                // Sm80Tf32Ops); sm_80 and newer
   sm80_3xtf32,  // mma.sync m16n8k8, exact float32 as three TF32 products per product
                 // (kernels/sm80, Sm80Tf32x3Ops); sm_80 and newer, d <= kMaxTf32HeadDim;
                 // chosen only by FLASHREF_CUDA_FAMILY=3xtf32
-  ffma,       // exact float32 on the FMA units (kernels/ffma); sm_80 and newer, every d
-  sm90,       // wgmma, TMA and warp specialization (kernels/sm90), bf16 / f16 at compiled head
-              // dims 64 and 128; sm_90a only
+  ffma,         // exact float32 on the FMA units (kernels/ffma); sm_80 and newer, every d
+  sm90,         // wgmma, TMA and warp specialization (kernels/sm90), bf16 / f16 at compiled head
+                // dims 64 and 128; sm_90a only
 };
 
 const char* family_name(Family f);

@@ -58,8 +58,8 @@ TEST(CudaFamily, Tf32StopsAtItsCompiledHeadDims) {
 
 TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   // What this build and this environment allow (FLASHREF_CUDA_FAMILY=sm80 keeps mma.sync).
-  const Family hopper = sm90_built() && family_override_from(std::getenv(
-                                             "FLASHREF_CUDA_FAMILY")) != FamilyOverride::sm80
+  const Family hopper = sm90_built() && family_override_from(std::getenv("FLASHREF_CUDA_FAMILY")) !=
+                                            FamilyOverride::sm80
                             ? Family::sm90
                             : Family::sm80;
   for (DType t : {DType::bf16, DType::f16}) {

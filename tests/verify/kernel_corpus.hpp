@@ -23,8 +23,8 @@ enum class MaskedRows : std::uint8_t {
 };
 
 struct Kernel {
-  std::int64_t tile_k = 32;        // B_k of the key loop
-  bool tf32 = false;               // tl.dot on float32 without input_precision="ieee"
+  std::int64_t tile_k = 32;  // B_k of the key loop
+  bool tf32 = false;         // tl.dot on float32 without input_precision="ieee"
   // With tf32: the dots' operands lose their low 13 mantissa bits (rounded toward zero), as
   // tensor cores fed float32 as is do (Triton's default); else rounded to nearest.
   bool tf32_truncates = false;

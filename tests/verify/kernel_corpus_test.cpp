@@ -224,7 +224,8 @@ TEST(KernelCorpus, TruncatedSumsAreNamed) {
       if (codes(r).count("rounded_toward_zero") != 0) {
         const diagnosis::Finding& f = finding(r, "rounded_toward_zero");
         EXPECT_NE(std::find(f.tensors.begin(), f.tensors.end(), TensorId::O), f.tensors.end())
-            << where << "\n" << report(r);
+            << where << "\n"
+            << report(r);
         EXPECT_GT(f.detail.at("by_tensor").at("O").at("shrink_per_rms").get<double>(), 0.25);
       }
     }

@@ -206,7 +206,10 @@ struct FwdMmaConfig<Sm80Tf32x3Ops, kD, kVariant> {
   static_assert(kD == 32 || kD == 64 || kD == 128, "3xTF32 compiled head dims: 32, 64, 128");
   static constexpr bool kNarrow = kD == 128 && kVariant == 1;
   using Traits = FwdMmaTraits<Sm80Tf32x3Ops, kD, kD == 128 && !kNarrow ? 128 : 64,
-                              kD == 32 ? 64 : kD == 64 ? 32 : kNarrow ? 8 : 32,
+                              kD == 32   ? 64
+                              : kD == 64 ? 32
+                              : kNarrow  ? 8
+                                         : 32,
                               kD == 128 && !kNarrow ? 8 : 4, kD == 32>;
 };
 template <int kD, int kVariant>
@@ -216,8 +219,11 @@ struct BwdDqMmaConfig<Sm80Tf32x3Ops, kD, kVariant> {
 template <int kD, int kVariant>
 struct BwdDkvMmaConfig<Sm80Tf32x3Ops, kD, kVariant> {
   using Traits = BwdDkvMmaTraits<Sm80Tf32x3Ops, kD,
-                                 kD == 32 ? 32 : kD == 64 ? 16 : kVariant == 1 ? 16 : 8, 4, false,
-                                 true, true>;
+                                 kD == 32        ? 32
+                                 : kD == 64      ? 16
+                                 : kVariant == 1 ? 16
+                                                 : 8,
+                                 4, false, true, true>;
   using Second = void;
 };
 

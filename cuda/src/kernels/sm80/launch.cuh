@@ -1,7 +1,8 @@
 // Launchers of the sm80 families (mma.sync: bf16/f16 with Sm80Fp16Ops, float32 with allow_tf32
 // with Sm80Tf32Ops, exact float32 with Sm80Tf32x3Ops): grid sizes, labels and the
-// FLASHREF_CUDA_TUNE variants, for one operand policy and compiled head dim. sm80::forward / sm80::backward are what the generated
-// instantiation files (inst/sm80_*.cu, cuda/cmake/flashref_cuda_instances.cmake) call.
+// FLASHREF_CUDA_TUNE variants, for one operand policy and compiled head dim. sm80::forward /
+// sm80::backward are what the generated instantiation files (inst/sm80_*.cu,
+// cuda/cmake/flashref_cuda_instances.cmake) call.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,8 +25,8 @@ template <Family kFamily, DType kDtype>
 using OpsFor = std::conditional_t<
     kDtype == DType::bf16, kernels::Sm80Fp16Ops<__nv_bfloat16>,
     std::conditional_t<kDtype == DType::f16, kernels::Sm80Fp16Ops<__half>,
-                       std::conditional_t<kFamily == Family::sm80_3xtf32,
-                                          kernels::Sm80Tf32x3Ops, kernels::Sm80Tf32Ops>>>;
+                       std::conditional_t<kFamily == Family::sm80_3xtf32, kernels::Sm80Tf32x3Ops,
+                                          kernels::Sm80Tf32Ops>>>;
 
 // Whether the policy takes bf16/f16 (the only ones with tuning variants, at d = 64).
 template <typename Ops>

@@ -4,12 +4,13 @@
 //   big = tf32(x),  small = tf32(x - big)            (cvt.rna.tf32.f32 both times)
 // where x - big is exact in float32, and a product is taken as
 //   a b ~ small(a) big(b) + big(a) small(b) + big(a) big(b)
-// smallest terms first, each mma step's three from a zeroed accumulator (mma_3xtf32 says why). What it drops, small(a) small(b) and the
-// rounding of the two residuals, is of the order of 2^-22 |a| |b|: float32's own rounding, not
-// TF32's 2^-11. dev/f32 emulates exactly these products on the CPU and finds their errors within
-// the exact float32 rule with plain float32's margins; the suite holds that as a property
-// (PrecisionModes.Correct3xTf32KernelPassesTheExactRule), and docs/verification.md has why the
-// rule does not change.
+// smallest terms first, each mma step's three summed from a zeroed accumulator and added with an
+// FADD (mma_3xtf32 says why). What it drops, small(a) small(b) and the rounding of the two
+// residuals, is of the order of 2^-22 |a| |b|: float32's own rounding, not TF32's 2^-11.
+// dev/f32 emulates these products and this accumulation on the CPU and finds their errors
+// within the exact float32 rule with plain float32's margins; the suite holds the products'
+// part as a property (PrecisionModes.Correct3xTf32KernelPassesTheExactRule), and the CUDA
+// suites' float32 cases run on these kernels (scripts/device-run, FLASHREF_CUDA_FAMILY=3xtf32).
 //
 // Fragment layouts, loads and the shared-memory padding are Sm80Tf32Ops's (ops_tf32.cuh). The
 // tiles stay float32 in shared memory, unrounded, and P~ and dS stay float32 in registers:
