@@ -259,7 +259,7 @@ class CudaBackend final : public Backend {
         fused_dq_workspace(a, dq_strategy(family, params.options.deterministic, p.S_k));
     const std::size_t bytes =
         (2 * rows + static_cast<std::size_t>(fused.accum_floats)) * sizeof(float) +
-        static_cast<std::size_t>(fused.semaphores) * sizeof(int);
+        static_cast<std::size_t>(fused.semaphores + fused.tile_counters) * sizeof(int);
     void* ws = nullptr;
     const bool pools = device_info().memory_pools;
     check_cuda(pools ? cudaMallocFromPoolAsync(&ws, bytes, workspace_pool(), stream)
@@ -270,6 +270,8 @@ class CudaBackend final : public Backend {
     if (fused.accum_floats > 0) a.dq_accum = a.dsum + rows;
     if (fused.semaphores > 0)
       a.dq_semaphore = reinterpret_cast<int*>(a.dq_accum + fused.accum_floats);
+    if (fused.tile_counters > 0)
+      a.tile_counter = reinterpret_cast<int*>(a.dq_accum + fused.accum_floats) + fused.semaphores;
     try {
       launch_backward(a, family, p.dtype, params.options.stream);
     } catch (...) {

@@ -44,7 +44,7 @@ FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy st
   if (strategy == DqStrategy::separate_pass) return {};
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   return {rows * compiled_head_dim(args.d),
-          strategy == DqStrategy::fused_ordered ? rows / kernels::kDqTileRows : 0};
+          strategy == DqStrategy::fused_ordered ? rows / kernels::kDqTileRows : 0, 1};
 }
 
 namespace {

@@ -25,10 +25,10 @@ enum class DqStrategy { separate_pass, fused_ordered, fused_atomic };
 // Which one runs for a problem of S_k keys, at either compiled head dim (dispatch.cu, with its
 // measurements).
 DqStrategy dq_strategy(Family family, bool deterministic, long long S_k);
-// The fused strategies' workspace: the accumulator's floats and the ordering counters (ints),
-// both zeroed by launch_backward.
+// The fused strategies' workspace: the accumulator's floats, the ordering counters (ints) and
+// the persistent kernel's tile counter (one int), all zeroed by launch_backward's preprocess.
 struct FusedDqWorkspace {
-  long long accum_floats = 0, semaphores = 0;
+  long long accum_floats = 0, semaphores = 0, tile_counters = 0;
 };
 FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy);
 }  // namespace flashref::cuda

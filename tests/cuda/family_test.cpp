@@ -170,6 +170,9 @@ TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).accum_floats, rows * 128);
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).semaphores,
             rows / kernels::kDqTileRows);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::separate_pass).tile_counters, 0);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_atomic).tile_counters, 1);
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).tile_counters, 1);
 }
 
 }  // namespace

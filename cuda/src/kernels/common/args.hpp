@@ -52,6 +52,9 @@ struct AttnArgs {
   // The sm90 kernels' tile order: the tiles of this many (batch, head) pairs are numbered
   // together, so that their other side stays in L2 (kernels/common/tile_order.hpp); 0: all.
   int tile_section = 0;
+  // The sm90 fused backward's workspace too: the count of key tiles its persistent blocks
+  // have taken (zeroed by the preprocess; each block takes the next with an atomic add).
+  int* tile_counter = nullptr;
 };
 
 }  // namespace flashref::cuda::kernels

@@ -101,18 +101,19 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 }
 
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N,bwd90=N,
-// order90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead of
-// variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32 float32 kernels' at d = 128, fwd 1 and
-// dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7, 12,
-// kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
-// tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
-// (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1
-// the one that is not the default, dispatch.cu's dq_strategy; both are always compiled) and
-// the sm90 tile order's L2 budget (order90: 1 none, which numbers all heads together as before
-// sections; 2 twice the default, 3 half; 4 sections of three heads whatever the sizes, for the
-// tests; 5 and 6 the rule that keeps one section where a wave holds a few tiles of each head or
-// more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh).
-// Read once; unknown keys and values fall back to 0.
+// order90=N,fused90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead
+// of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32 float32 kernels' at d = 128, fwd 1 and dkdv
+// 1), those of the sm90 forward (fwd90 1-4, 6, 7, 12, kernels/sm90/configs.hpp), the float32 tiles
+// (f32: 0 automatic, 1 large tiles, 2 small tiles, for the backward too; kernels/ffma/configs.hpp),
+// the float32 backward's version (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's
+// deterministic dQ strategy (bwd90: 1 the one that is not the default, dispatch.cu's dq_strategy;
+// both are always compiled) and the sm90 tile order's L2 budget (order90: 1 none, which numbers all
+// heads together as before sections; 2 twice the default, 3 half; 4 sections of three heads
+// whatever the sizes, for the tests; 5 and 6 the rule that keeps one section where a wave holds a
+// few tiles of each head or more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh)
+// and the sm90 fused backward's grid (fused90: 1 the one not configured, a block per key tile or
+// persistent; 2 persistent on two blocks, so that the suites' small problems run many tiles a
+// block; kernels/sm90/configs.hpp). Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
@@ -129,6 +130,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
+  int fused90 = 0;  // the sm90 fused backward: 0 configured grid, 1 the other, 2 persistent on 2
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -151,11 +153,12 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
+    read("fused90", r.fused90, 2);
     return r;
   }();
   if constexpr (!kTuningVariants) {
     if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || (t.fwd90 != 0 && t.fwd90 != 7) || t.f32 == 2 ||
-        t.f32bwd != 0) {
+        t.f32bwd != 0 || t.fused90 != 0) {
       throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
                         std::getenv("FLASHREF_CUDA_TUNE") +
                         "\" asks for a tuning variant, and this build has none compiled (they "

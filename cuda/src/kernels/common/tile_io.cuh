@@ -118,14 +118,14 @@ __device__ __forceinline__ void store4(void* base, int code, int64_t off, float4
 
 // Copies a kRows x kD float tile from shared memory (row stride kStride) to rows starting at
 // element offset `off` of a tensor of dtype `code`, rows < rows_valid and columns < d only,
-// 4 elements per store.
-template <int kRows, int kD, int kStride, int kThreads>
+// 4 elements per store. kUnroll > 0 unrolls its loop that many times instead of fully, for a
+// caller short of registers (every load of the unrolled loop may be in flight at once).
+template <int kRows, int kD, int kStride, int kThreads, int kUnroll = 0>
 __device__ __forceinline__ void store_tile_f32(const float* smem, void* base, int code, int64_t off,
                                                int64_t row_stride, int rows_valid, int d, int tid) {
   constexpr int kChunksPerRow = kD / 4;
   constexpr int kTotal = kRows * kChunksPerRow;
-#pragma unroll
-  for (int i = 0; i < ceil_div(kTotal, kThreads); ++i) {
+  auto chunk = [&](int i) {
     const int c = tid + i * kThreads;
     if (kTotal % kThreads == 0 || c < kTotal) {
       const int r = c / kChunksPerRow;
@@ -135,6 +135,13 @@ __device__ __forceinline__ void store_tile_f32(const float* smem, void* base, in
         store4(base, code, off + static_cast<int64_t>(r) * row_stride + col, v);
       }
     }
+  };
+  if constexpr (kUnroll > 0) {
+#pragma unroll kUnroll
+    for (int i = 0; i < ceil_div(kTotal, kThreads); ++i) chunk(i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < ceil_div(kTotal, kThreads); ++i) chunk(i);
   }
 }
 

@@ -17,8 +17,8 @@ namespace flashref::cuda::kernels::sm90 {
 __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
                                           uint32_t bar) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-          dst),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
       "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
       : "memory");
 }
@@ -28,12 +28,12 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
 // shared memory (sOut, kRows x (kD + 4) floats, every consumer's rows) and written in the
 // gradient dtype, rows < rows_valid and columns < d only. `bar` is a named barrier over the
 // kThreads consumer threads (the producer has left): once to publish the staged tile, once so
-// that the next use of sOut waits for the stores.
-template <int kRows, int kD, int kThreads>
+// that the next use of sOut waits for the stores. kUnroll: store_tile_f32's.
+template <int kRows, int kD, int kThreads, int kUnroll = 0>
 __device__ __forceinline__ void store_consumer_tile(float* sOut, const float (&acc)[kD / 2],
-                                                   float mul, const TensorArg& out, int code,
-                                                   int64_t offset, int rows_valid, int d,
-                                                   int lane_row, int t, int ctid, int bar) {
+                                                    float mul, const TensorArg& out, int code,
+                                                    int64_t offset, int rows_valid, int d,
+                                                    int lane_row, int t, int ctid, int bar) {
   constexpr int kOutStride = kD + 4;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -44,8 +44,8 @@ __device__ __forceinline__ void store_consumer_tile(float* sOut, const float (&a
           make_float2(acc[4 * i + 2 * hf] * mul, acc[4 * i + 2 * hf + 1] * mul);
   }
   named_bar_sync(bar, kThreads);
-  store_tile_f32<kRows, kD, kOutStride, kThreads>(sOut, out.ptr, code, offset, out.row_stride,
-                                                  rows_valid, d, ctid);
+  store_tile_f32<kRows, kD, kOutStride, kThreads, kUnroll>(sOut, out.ptr, code, offset,
+                                                           out.row_stride, rows_valid, d, ctid);
   named_bar_sync(bar, kThreads);
 }
 

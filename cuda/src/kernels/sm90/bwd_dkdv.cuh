@@ -52,13 +52,19 @@ namespace flashref::cuda::kernels::sm90 {
 // Which one runs where: dispatch.cu, dq_strategy.
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
-template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64>
+template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
+          bool kPersistent_ = false>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
   static constexpr int kStages = kStages_;  // (Q_i, dO_i, L'_i, D_i) stages
   static constexpr int kDqMode = kDqMode_;
   static constexpr bool kFused = kDqMode != kDqPass;
+  // Fused only: a block per multiprocessor, each taking key tiles one after another from a
+  // counter in the workspace (AttnArgs::tile_counter) in the order a grid of one block per key
+  // tile would launch them. Its next tile's first stages load under the last steps and the
+  // epilogue of the one before, and its launch and barrier setup are paid once.
+  static constexpr bool kPersistent = kPersistent_;
   static constexpr int kConsumers = 2;             // warpgroups of 64 keys
   static constexpr int kBlockN = 64 * kConsumers;  // B_k
   static constexpr int kBlockM = kBlockM_;         // B_q: queries per step
@@ -85,24 +91,41 @@ struct BwdDkvTraitsOf {
   static constexpr int kKVBytes = kBlockN * kD * 2, kQBytes = kBlockM * kD * 2;
   static constexpr int kVecBytes = kBlockM * 4;
   static constexpr int kStageBytes = 2 * kQBytes + 2 * kVecBytes;
-  static constexpr int kTileBytes = 2 * kKVBytes + kStages * kStageBytes;
   static constexpr int kOutBytes = kBlockN * (kD + 4) * 4;  // the epilogue's staging, reused
   // Fused: per consumer its dS (B_q queries x 64 keys, 16-bit, one column block), and the dQ
   // tiles (64 rows x kD float32 each, in the accumulator's register order: by rows one per
-  // consumer, by columns one), after the tiles and the epilogue's staging, so the bulk
-  // reductions still reading them never meet the epilogue.
+  // consumer, by columns one).
   static constexpr int kDsBytes = kBlockM * 64 * 2;
   static constexpr int kDqBytes = kDqTileRows * kD * 4;
   static constexpr int kDqTiles = kBlockM / kDqTileRows;
-  static constexpr int kFusedOffset =
-      ((kTileBytes > kOutBytes ? kTileBytes : kOutBytes) + kSwizzleAtom - 1) / kSwizzleAtom *
-      kSwizzleAtom;
-  static constexpr int kBodyBytes = kFused
-                                        ? kFusedOffset + kConsumers * kDsBytes + kDqTiles * kDqBytes
-                                        : (kTileBytes > kOutBytes ? kTileBytes : kOutBytes);
-  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqTiles : 0);
-  static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers;
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
+  // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
+  // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
+  // tiles never meet it and a persistent block's next stages load beside it; in the dK/dV pass
+  // over everything.
+  static constexpr int kDsOffset = 2 * kKVBytes;
+  static constexpr int kDqOffset = kDsOffset + (kFused ? kConsumers * kDsBytes : 0);
+  static constexpr int kStagesOffset = kDqOffset + (kFused ? kDqTiles * kDqBytes : 0);
+  static constexpr int kTileBytes = kStagesOffset + kStages * kStageBytes;
+  static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
+  // Persistent: one more barrier, K_j and V_j "empty" (the block's consumers are past the
+  // epilogue and its writer has read the tile's index), and the index itself (a slot of 8
+  // bytes) after the barriers.
+  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqTiles : 0) + kPersistent;
+  static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers + 8 * kPersistent;
+  static_assert(!kFused || kOutBytes <= kDqOffset, "the fused epilogue stages over K, V and dS");
+  static_assert(kFused || !kPersistent, "the persistent grid is the fused kernel's");
+  static_assert(kDsOffset % kSwizzleAtom == 0 && kStagesOffset % kSwizzleAtom == 0,
+                "tiles must stay 1024-byte aligned");
+  // Persistent: the producer's loop over tiles needs 56 registers (at 40 ptxas spilled 16-24
+  // bytes), the consumers spill nothing at 224 (ptxas, d = 64 and 128).
+  static constexpr int kProducerRegs = kPersistent ? 56 : 40;
+  static constexpr int kConsumerRegs = kPersistent ? 224 : 232;
+  // Persistent: the epilogue's copy loop unrolled 4 times, not 16: fully unrolled beside the
+  // tile loop's live values, ptxas spilled 400-450 bytes at d = 128.
+  static constexpr int kEpilogueUnroll = kPersistent ? 4 : 0;
+  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64 * 1024,
+                "setmaxnreg: the consumers' registers come from those the producer gives back");
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
   static_assert(!kDqByRows || kBlockM == kConsumers * kDqTileRows,
@@ -120,14 +143,41 @@ struct BwdDkvTraitsOf {
 template <typename Element, int kD, int kStages>
 struct BwdDkvTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {};
 // Fused at d = 64: 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles).
-template <typename Element, int kD, int kStages, int kDqMode>
-struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128> {
+template <typename Element, int kD, int kStages, int kDqMode, bool kPersistent = false>
+struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, kPersistent> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 // Fused at d = 128: 64-query steps, dQ by columns.
-template <typename Element, int kStages, int kDqMode>
-struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64> {
+template <typename Element, int kStages, int kDqMode, bool kPersistent = false>
+struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, kPersistent> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
+};
+
+// The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
+// of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
+// ascending or (kWalkDown) descending.
+template <typename T>
+struct KeyTileSteps {
+  int b, h_kv, n0, keys_valid;
+  int m_tiles, m_begin, per_head, total;
+
+  __device__ __forceinline__ KeyTileSteps(const AttnArgs& args, int index) {
+    const KeyTileSchedule<T::kBlockM, T::kBlockN> tile(args, index, ceil_div(args.S_k, T::kBlockN));
+    b = tile.b;
+    h_kv = tile.h_kv;
+    n0 = tile.n0;
+    keys_valid = tile.keys_valid;
+    // Query tiles that see at least one key of this tile: all, or with a causal mask those
+    // from the diagonal on.
+    m_tiles = ceil_div(args.S_q, T::kBlockM);
+    m_begin = args.causal ? tile.causal_query_tiles_begin(args, m_tiles) : 0;
+    per_head = m_tiles - m_begin;
+    total = per_head * args.group;
+  }
+  // The query tile of step k of a head's walk.
+  __device__ __forceinline__ int query_tile(int k) const {
+    return T::kWalkDown ? m_tiles - 1 - k : m_begin + k;
+  }
 };
 
 template <typename T>
@@ -142,39 +192,27 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t base = (smem_addr(smem_raw) + kSwizzleAtom - 1) & ~uint32_t(kSwizzleAtom - 1);
   unsigned char* base_ptr = smem_raw + (base - smem_addr(smem_raw));
   const uint32_t sK = base, sV = base + T::kKVBytes;
-  auto stage = [&](int st) { return base + 2 * T::kKVBytes + st * T::kStageBytes; };
+  auto stage = [&](int st) { return base + T::kStagesOffset + st * T::kStageBytes; };
   auto sQ = [&](int st) { return stage(st); };
   auto sdO = [&](int st) { return stage(st) + T::kQBytes; };
-  auto vec_offset = [&](int st) { return 2 * T::kKVBytes + st * T::kStageBytes + 2 * T::kQBytes; };
+  auto vec_offset = [&](int st) { return T::kStagesOffset + st * T::kStageBytes + 2 * T::kQBytes; };
   const uint32_t bar_kv = base + T::kBodyBytes;
   auto bar_full = [&](int st) { return bar_kv + 8 * (1 + st); };
   auto bar_empty = [&](int st) { return bar_kv + 8 * (1 + kStages + st); };
   // Fused: consumer c's dS, and dQ tile u (by rows consumer u's, by columns the one). Each dQ
   // tile has a "full" barrier (its consumers' threads arrived) and an "empty" one (the writer
   // thread has read it).
-  auto sDS = [&](int c) { return base + T::kFusedOffset + c * T::kDsBytes; };
-  auto sDQ = [&](int u) {
-    return base + T::kFusedOffset + T::kConsumers * T::kDsBytes + u * T::kDqBytes;
-  };
+  auto sDS = [&](int c) { return base + T::kDsOffset + c * T::kDsBytes; };
+  auto sDQ = [&](int u) { return base + T::kDqOffset + u * T::kDqBytes; };
   auto bar_dq_full = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + u); };
   auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqTiles + u); };
+  // Persistent: K_j and V_j free for the next tile, and the next tile's index (-1: none left),
+  // written by the producer before it arrives on bar_kv.
+  [[maybe_unused]] const uint32_t bar_kv_empty = bar_kv + 8 * (T::kBarriers - 1);
+  [[maybe_unused]] const uint32_t next_index = bar_kv + 8 * T::kBarriers;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const KeyTileSchedule<kBlockM, kBlockN> tile(args, static_cast<int>(blockIdx.x),
-                                                ceil_div(args.S_k, kBlockN));
-  const int b = tile.b, h_kv = tile.h_kv, n0 = tile.n0, keys_valid = tile.keys_valid;
-
-  // Query tiles that see at least one key of this tile: all, or with a causal mask those from
-  // the diagonal on.
-  const int m_tiles = ceil_div(args.S_q, kBlockM);
-  const int m_begin = args.causal ? tile.causal_query_tiles_begin(args, m_tiles) : 0;
-  const int per_head = m_tiles - m_begin;
-  const int total = per_head * args.group;
-  // The query tile of step `it` (of the head it / per_head of the group), walked up or down.
-  auto query_tile = [&](int it) {
-    const int k = it % per_head;
-    return T::kWalkDown ? m_tiles - 1 - k : m_begin + k;
-  };
+  [[maybe_unused]] const int tiles = ceil_div(args.S_k, kBlockN) * args.B * args.H_kv;
 
   if (tid == 0) {
     mbar_init(bar_kv, 1);
@@ -188,81 +226,141 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_init(bar_dq_empty(u), 1);
       }
     }
+    if constexpr (T::kPersistent) mbar_init(bar_kv_empty, 128 * T::kConsumers + 1);
     mbar_init_fence();
   }
   __syncthreads();
 
+  // The block's key tiles: blockIdx.x alone, or (persistent) those the producer takes from the
+  // counter until none is left, each handed to the consumers and the writer with K_j and V_j
+  // (on bar_kv, tile n of the block at phase n). Tiles are taken in ascending order by blocks
+  // that run, so the lowest tile not finished is always being worked on, and its dQ adds wait
+  // only on lower tiles (finished): the ordered dQ cannot deadlock, however many blocks are
+  // resident (a fixed assignment could wait on a block that some other kernel keeps off the
+  // device).
+  // `steps`: stage uses (and dQ tiles) over the block's tiles before this one, which the
+  // barriers' phases count.
+  auto tile_index = [&](int n) -> int {
+    if constexpr (T::kPersistent) {
+      mbar_wait(bar_kv, n & 1);
+      return ld_shared_s32(next_index);
+    } else {
+      if (n > 0) return -1;
+      mbar_wait(bar_kv, 0);
+      return static_cast<int>(blockIdx.x);
+    }
+  };
+
   if (wg == 0) {  // the producer
     setmaxnreg_dec<T::kProducerRegs>();
-    if (tid == 0 && total > 0) {
-      // Alg. 2 line 7: K_j and V_j.
-      mbar_expect_tx(bar_kv, 2 * T::kKVBytes);
-#pragma unroll
-      for (int cb = 0; cb < T::kColBlocks; ++cb) {
-        tma_load_4d(sK + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_kv, cb * kBlockCols, n0, h_kv,
-                    b);
-        tma_load_4d(sV + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_kv, cb * kBlockCols, n0, h_kv,
-                    b);
-      }
-      // Line 10, for every step, into the next free stage.
-      for (int it = 0; it < total; ++it) {
-        const int st = it % kStages;
-        const int hq = h_kv * args.group + it / per_head;
-        const int m0 = query_tile(it) * kBlockM;
-        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
-        mbar_expect_tx(bar_full(st), T::kStageBytes);
-#pragma unroll
-        for (int cb = 0; cb < T::kColBlocks; ++cb) {
-          tma_load_4d(sQ(st) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_full(st),
-                      cb * kBlockCols, m0, hq, b);
-          tma_load_4d(sdO(st) + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_full(st),
-                      cb * kBlockCols, m0, hq, b);
+    if (tid == 0) {
+      for (int n = 0, steps = 0;; ++n) {
+        int index = static_cast<int>(blockIdx.x);
+        if constexpr (T::kPersistent) {
+          index = atomicAdd(args.tile_counter, 1);
+          if (index >= tiles) index = -1;
+        } else if (n > 0) {
+          break;
         }
-        const int64_t ws = (static_cast<int64_t>(b) * args.H + hq) * args.S_q_pad + m0;
-        const uint32_t vec = base + vec_offset(st);
-        bulk_load(vec, args.lse2 + ws, T::kVecBytes, bar_full(st));
-        bulk_load(vec + T::kVecBytes, args.dsum + ws, T::kVecBytes, bar_full(st));
+        const KeyTileSteps<T> w(args, index < 0 ? 0 : index);
+        const int total = index < 0 ? 0 : w.total;
+        // Alg. 2 line 7: K_j and V_j, once the last tile's consumers are past its epilogue
+        // (which stages over them) and its writer has read the index; a tile no query sees
+        // gets the index alone.
+        auto load_kv = [&] {
+          if constexpr (T::kPersistent) {
+            mbar_wait(bar_kv_empty, (n & 1) ^ 1);
+            st_shared_s32(next_index, index);
+          }
+          if (total == 0) {
+            mbar_arrive(bar_kv);
+            return;
+          }
+          mbar_expect_tx(bar_kv, 2 * T::kKVBytes);
+#pragma unroll
+          for (int cb = 0; cb < T::kColBlocks; ++cb) {
+            tma_load_4d(sK + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_kv, cb * kBlockCols, w.n0,
+                        w.h_kv, w.b);
+            tma_load_4d(sV + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_kv, cb * kBlockCols, w.n0,
+                        w.h_kv, w.b);
+          }
+        };
+        // Line 10, for every step, into the next free stage; after the block's first tile, the
+        // first stages before K_j and V_j, as they free during the last tile's last steps.
+        // Step `it` is step k of the walk of query head hq (counted, not divided: fewer of the
+        // producer's registers).
+        const int kv_at = n == 0 ? 0 : (total < kStages ? total : kStages);
+        for (int it = 0, k = 0, hq = w.h_kv * args.group; it < total;
+             ++it, k = k + 1 == w.per_head ? (++hq, 0) : k + 1) {
+          if (it == kv_at) load_kv();
+          const int s = steps + it, st = s % kStages;
+          const int m0 = w.query_tile(k) * kBlockM;
+          mbar_wait(bar_empty(st), ((s / kStages) & 1) ^ 1);
+          mbar_expect_tx(bar_full(st), T::kStageBytes);
+#pragma unroll
+          for (int cb = 0; cb < T::kColBlocks; ++cb) {
+            tma_load_4d(sQ(st) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_full(st),
+                        cb * kBlockCols, m0, hq, w.b);
+            tma_load_4d(sdO(st) + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_full(st),
+                        cb * kBlockCols, m0, hq, w.b);
+          }
+          const int64_t ws = (static_cast<int64_t>(w.b) * args.H + hq) * args.S_q_pad + m0;
+          const uint32_t vec = base + vec_offset(st);
+          bulk_load(vec, args.lse2 + ws, T::kVecBytes, bar_full(st));
+          bulk_load(vec + T::kVecBytes, args.dsum + ws, T::kVecBytes, bar_full(st));
+        }
+        if (kv_at == total) load_kv();
+        if (index < 0) break;
+        steps += total;
       }
     }
     if constexpr (T::kFused) {
-      if (tid == 32 && total > 0) {
+      if (tid == 32) {
         // The dQ writer (Alg. 2 line 16's sum over key tiles): for every step, the consumers'
         // dQ tiles into the query tile's float32 accumulator. Ordered: key tile j adds to
         // query tile i after the j tiles before it (every key tile below j sees the queries
-        // j sees, and launches earlier: the blocks it waits for are running or done).
+        // j sees, and is taken earlier: the blocks it waits for are running or done).
         // By rows each consumer's 64 rows are a tile of the accumulator of their own, with
         // their own counter; by columns the step's tile is one.
         constexpr int kTilesPerStep = T::kDqTiles;
         const int m_tiles_pad = args.S_q_pad / kDqTileRows;
-        const int j = n0 / kBlockN;
-        // The step's tiles are all in flight before the writer waits on them; the consumers
-        // get a tile back once it has been read, and (ordered) the next key tile may add once
-        // it has been written: the writer's latency per step is one round trip, not one per
-        // tile and two in the consumers' way (run 15).
-        for (int it = 0; it < total; ++it) {
-          const int hq = h_kv * args.group + it / per_head;
-          const int64_t first_tile = (static_cast<int64_t>(b) * args.H + hq) * m_tiles_pad +
-                                     kTilesPerStep * query_tile(it);
+        for (int n = 0, steps = 0;; ++n) {
+          const int index = tile_index(n);
+          if constexpr (T::kPersistent) mbar_arrive(bar_kv_empty);
+          if (index < 0) break;
+          const KeyTileSteps<T> w(args, index);
+          const int j = w.n0 / kBlockN;
+          // The step's tiles are all in flight before the writer waits on them; the consumers
+          // get a tile back once it has been read, and (ordered) the next key tile may add
+          // once it has been written: the writer's latency per step is one round trip, not one
+          // per tile and two in the consumers' way (run 15).
+          for (int it = 0, k = 0, hq = w.h_kv * args.group; it < w.total;
+               ++it, k = k + 1 == w.per_head ? (++hq, 0) : k + 1) {
+            const int s = steps + it;
+            const int64_t first_tile = (static_cast<int64_t>(w.b) * args.H + hq) * m_tiles_pad +
+                                       kTilesPerStep * w.query_tile(k);
 #pragma unroll
-          for (int u = 0; u < kTilesPerStep; ++u) {
-            if constexpr (T::kDqMode == kDqOrdered) {
-              semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
-              fence_proxy_async_global();
+            for (int u = 0; u < kTilesPerStep; ++u) {
+              if constexpr (T::kDqMode == kDqOrdered) {
+                semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
+                fence_proxy_async_global();
+              }
+              mbar_wait(bar_dq_full(u), s & 1);
+              bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD), sDQ(u),
+                                  T::kDqBytes);
             }
-            mbar_wait(bar_dq_full(u), it & 1);
-            bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD), sDQ(u),
-                                T::kDqBytes);
-          }
-          bulk_wait_read();
+            bulk_wait_read();
 #pragma unroll
-          for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(u));
-          if constexpr (T::kDqMode == kDqOrdered) {
-            bulk_wait_complete();  // written, before the next key tile may add
-            fence_proxy_async_global();
+            for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(u));
+            if constexpr (T::kDqMode == kDqOrdered) {
+              bulk_wait_complete();  // written, before the next key tile may add
+              fence_proxy_async_global();
 #pragma unroll
-            for (int u = 0; u < kTilesPerStep; ++u)
-              semaphore_release_add(args.dq_semaphore + first_tile + u);
+              for (int u = 0; u < kTilesPerStep; ++u)
+                semaphore_release_add(args.dq_semaphore + first_tile + u);
+            }
           }
+          steps += w.total;
         }
         bulk_wait_complete();
       }
@@ -278,10 +376,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int lane_row = c * 64 + ((tid % 128) / 32) * 16 + g;  // keys lane_row (+ 8) of the tile
   constexpr int kNT = kBlockM / 8;                            // 8-query column tiles of S^T
 
-  float acc_dk[kD / 2], acc_dv[kD / 2];
-#pragma unroll
-  for (int i = 0; i < kD / 2; ++i) acc_dk[i] = acc_dv[i] = 0.0f;
-
   // S^T or dP^T = (K_j or V_j) (Q_i or dO_i)^T over the head dim, both K-major.
   auto issue_transposed_scores = [&](float(&acc)[kBlockM / 2], uint32_t rows, uint32_t cols) {
     const uint64_t a0 = make_smem_desc(rows + c * (64 * kSwizzleBytes), 16, kSwizzleAtom);
@@ -293,15 +387,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       const uint64_t bq = smem_desc_advance(b0, blk * (kBlockM * kSwizzleBytes) + k_bytes);
       WgmmaSS<Element, kBlockM>::run(acc, a, bq, ks > 0 ? 1 : 0);
     }
-  };
-  // dV_j or dK_j += (P^T or dS^T) (dO_i or Q_i): A from registers, B MN-major (queries as
-  // rows, the head dim contiguous).
-  auto issue_key_gradient = [&](float(&acc)[kD / 2], const uint32_t(&a)[kBlockM / 16][4],
-                                uint32_t rows) {
-    const uint64_t b0 = make_smem_desc(rows, kBlockM * kSwizzleBytes, kSwizzleAtom);
-#pragma unroll
-    for (int kk = 0; kk < kBlockM / 16; ++kk)
-      WgmmaRS<Element, kD>::run(acc, a[kk], smem_desc_advance(b0, kk * (16 * kSwizzleBytes)), 1);
   };
   // A C tile rounded to the input type, as the A fragments of the next product.
   auto pack = [&](uint32_t(&frag)[kBlockM / 16][4], const float(&acc)[kNT][4]) {
@@ -354,18 +439,37 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
   };
 
-  if (total > 0) {
-    mbar_wait(bar_kv, 0);
-    // One step (it, query tile m0). `special`: whether the step's tile crosses the causal
-    // diagonal or holds a query that sees one key; a compile-time constant, so that the other
-    // steps run no index math (the mask's compares were predicated into every step, 133 ISETP
-    // and 64 FSEL of the d = 64 fused kernel's 1,066 instructions a step, run 19b; and with
-    // the single-key rows' code in both copies ptxas spilled).
-    auto step = [&](int it, int m0, bool needs_mask, bool has_single, auto special) {
-      const int st = it % kStages;
+  // (A grid of one block per tile runs the body once: as a loop, ptxas spilled 400 bytes.)
+  for (int n = 0, steps = 0; T::kPersistent || n < 1; ++n) {
+    const int index = tile_index(n);
+    if (index < 0) break;
+    const KeyTileSteps<T> w(args, index);
+    const int n0 = w.n0, keys_valid = w.keys_valid;
+
+    float acc_dk[kD / 2], acc_dv[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) acc_dk[i] = acc_dv[i] = 0.0f;
+
+    // dV_j or dK_j += (P^T or dS^T) (dO_i or Q_i): A from registers, B MN-major (queries as
+    // rows, the head dim contiguous).
+    auto issue_key_gradient = [&](float(&acc)[kD / 2], const uint32_t(&a)[kBlockM / 16][4],
+                                  uint32_t rows) {
+      const uint64_t b0 = make_smem_desc(rows, kBlockM * kSwizzleBytes, kSwizzleAtom);
+#pragma unroll
+      for (int kk = 0; kk < kBlockM / 16; ++kk)
+        WgmmaRS<Element, kD>::run(acc, a[kk], smem_desc_advance(b0, kk * (16 * kSwizzleBytes)), 1);
+    };
+
+    // One step (s of the block, query tile m0). `special`: whether the step's tile crosses the
+    // causal diagonal or holds a query that sees one key; a compile-time constant, so that the
+    // other steps run no index math (the mask's compares were predicated into every step, 133
+    // ISETP and 64 FSEL of the d = 64 fused kernel's 1,066 instructions a step, run 19b; and
+    // with the single-key rows' code in both copies ptxas spilled).
+    auto step = [&](int s, int m0, bool needs_mask, bool has_single, auto special) {
+      const int st = s % kStages;
       const float* sL2 = reinterpret_cast<const float*>(base_ptr + vec_offset(st));
       const float* sD = sL2 + kBlockM;
-      mbar_wait(bar_full(st), (it / kStages) & 1);
+      mbar_wait(bar_full(st), (s / kStages) & 1);
 
       float acc_s[kNT][4], acc_dp[kNT][4];
       float(&flat_s)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_s);
@@ -430,7 +534,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // Line 16: dS beside dK's product; once both consumers' dS is in shared memory (named
         // barriers over the two), dQ_i over the whole key tile, by rows or by columns, 64
         // columns at a time, into this consumer's dQ tile u for the writer.
-        named_bar_sync(5, 256);  // both are done with the last dS
+        named_bar_sync(5, 256);  // both are done with the last dS (and the last epilogue)
         store_ds(ds_frag);
         fence_proxy_async_shared();
         named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
@@ -442,7 +546,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         fence_registers(acc_dk);
         fence_registers(acc_dq);
         mbar_arrive(bar_empty(st));
-        mbar_wait(bar_dq_empty(u), (it & 1) ^ 1);  // the writer has read the last one
+        mbar_wait(bar_dq_empty(u), (s & 1) ^ 1);  // the writer has read the last one
         store_dq(u, acc_dq, first_half);
         if constexpr (T::kDqByRows) {
 #pragma unroll
@@ -469,31 +573,37 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       return (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset) ||
              tile_has_single_key_row(args, m0, kBlockM);
     };
-    int special_end = m_begin;
-    while (special_end < m_tiles && is_special(special_end * kBlockM)) ++special_end;
-    const int specials = special_end - m_begin;
+    int special_end = w.m_begin;
+    while (special_end < w.m_tiles && is_special(special_end * kBlockM)) ++special_end;
+    const int specials = special_end - w.m_begin;
     // Step `it` is step k of its head's walk, at query tile m0.
-    for (int it = 0, k = 0; it < total; ++it, k = k + 1 == per_head ? 0 : k + 1) {
-      const int m0 = (T::kWalkDown ? m_tiles - 1 - k : m_begin + k) * kBlockM;
-      if (T::kWalkDown ? k >= per_head - specials : k < specials)
-        step(it, m0,
+    for (int it = 0, k = 0; it < w.total; ++it, k = k + 1 == w.per_head ? 0 : k + 1) {
+      const int m0 = w.query_tile(k) * kBlockM;
+      if (T::kWalkDown ? k >= w.per_head - specials : k < specials)
+        step(steps + it, m0,
              args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset,
              tile_has_single_key_row(args, m0, kBlockM), std::true_type{});
       else
-        step(it, m0, false, false, std::false_type{});
+        step(steps + it, m0, false, false, std::false_type{});
+    }
+    steps += w.total;
+
+    // Line 19: dK_j (times the scale) and dV_j in the gradient dtype; a key tile no query sees
+    // gets zeros. Every consumer is past its last product before the tiles' memory is reused.
+    named_bar_sync(1, 128 * T::kConsumers);
+    float* sOut = reinterpret_cast<float*>(base_ptr);
+    store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
+        sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, w.b, n0, w.h_kv),
+        keys_valid, args.d, lane_row, t, ctid, 1);
+    store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
+        sOut, acc_dv, 1.0f, args.dv, args.grad_code, row_offset(args.dv, w.b, n0, w.h_kv),
+        keys_valid, args.d, lane_row, t, ctid, 1);
+    if constexpr (T::kPersistent) {
+      // The TMA (the async proxy) writes the next K_j and V_j over the staging just written.
+      fence_proxy_async_shared();
+      mbar_arrive(bar_kv_empty);
     }
   }
-
-  // Line 19: dK_j (times the scale) and dV_j in the gradient dtype; a key tile no query sees
-  // gets zeros. Every consumer is past its last product before the tiles' memory is reused.
-  named_bar_sync(1, 128 * T::kConsumers);
-  float* sOut = reinterpret_cast<float*>(base_ptr);
-  store_consumer_tile<kBlockN, kD, 128 * T::kConsumers>(
-      sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, b, n0, h_kv),
-      keys_valid, args.d, lane_row, t, ctid, 1);
-  store_consumer_tile<kBlockN, kD, 128 * T::kConsumers>(sOut, acc_dv, 1.0f, args.dv, args.grad_code,
-                                                        row_offset(args.dv, b, n0, h_kv),
-                                                        keys_valid, args.d, lane_row, t, ctid, 1);
 }
 
 }  // namespace flashref::cuda::kernels::sm90

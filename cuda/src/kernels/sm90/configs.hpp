@@ -159,12 +159,19 @@ struct FwdConfig<Element, 128> {
 // Which strategy runs is dispatch.cu's dq_strategy, with its measured reasons.
 template <typename Element, int kD>
 struct BwdConfig;
+//
+// FLASHREF_CUDA_TUNE fused90=1 (tuning builds) runs the fused kernels' other grid:
+// OtherOrdered and OtherAtomic, the same tiles on a persistent grid (a block per
+// multiprocessor taking key tiles from a counter, bwd_dkdv.cuh's kPersistent); fused90=2 the
+// persistent kernels on two blocks, for the suites (every block runs many tiles).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
   using Dkv = BwdDkvTraits<Element, 64, 3>;
   using FusedOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+  using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, true>;
+  using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -172,6 +179,8 @@ struct BwdConfig<Element, 128> {
   using Dkv = BwdDkvTraits<Element, 128, 3>;
   using FusedOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
+  using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true>;
+  using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

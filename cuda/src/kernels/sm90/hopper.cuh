@@ -95,6 +95,18 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
+// A 32-bit word of shared memory one role of a block hands another under an mbarrier (the
+// arrive releases it, the wait acquires it), by its shared address: a generic pointer would
+// take two of the producer warpgroup's 40 registers.
+__device__ __forceinline__ void st_shared_s32(uint32_t addr, int value) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+}
+__device__ __forceinline__ int ld_shared_s32(uint32_t addr) {
+  int value;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(value) : "r"(addr) : "memory");
+  return value;
+}
+
 // One box of a 4-D tensor map (d, S, H, B) into shared memory, completing on `bar`. Rows past
 // the tensor's S and columns past its d are zero-filled: partial tiles and padded head dims
 // need no predicate.
@@ -155,10 +167,10 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 // mma C or A fragment), and lane 8j + r gives the address of stored row r of matrix j, which
 // receives column r (8 elements, 16 bytes).
 __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                   addr),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+      : "memory");
 }
 
 // The same without the transpose: lane 8j + r gives the address of row r of matrix j, which

@@ -232,10 +232,11 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
 
 // One backward kernel with Q and dO in boxes of T::kBlockM rows and K and V in boxes of
 // T::kBlockN rows; `tiles`, `heads` size the grid (per query tile and head, or per key tile and
-// key/value head); `section` numbers its tiles (AttnArgs::tile_section).
+// key/value head), at most `max_blocks` blocks when that is positive (a persistent grid);
+// `section` numbers its tiles (AttnArgs::tile_section).
 template <DType kDtype, typename T, typename Kernel>
 void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, long long section,
-                const char* name, cudaStream_t stream) {
+                const char* name, cudaStream_t stream, int max_blocks = 0) {
   args.tile_section = static_cast<int>(section);
   constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
@@ -245,8 +246,9 @@ void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, lon
       tensor_map(args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "K");
   const CUtensorMap v =
       tensor_map(args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN, "V");
-  const unsigned grid = grid_size(tiles, heads, args.B);
+  unsigned grid = grid_size(tiles, heads, args.B);
   if (grid == 0) return;
+  if (max_blocks > 0) grid = std::min(grid, static_cast<unsigned>(max_blocks));
   const std::string label = kernel_label(name, element_name<typename T::Element>(), T::kD,
                                          T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes);
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
@@ -262,11 +264,18 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   const long long section =
       key_tile_section(args, T::kD, 1, kernels::sm90::fused_bwd_wave_tiles(T::kD), true);
-  launch_bwd<kDtype, T>(kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args,
-                        kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv, section,
-                        T::kDqMode == kernels::sm90::kDqOrdered ? "bwd_fused_ordered_wgmma"
-                                                                : "bwd_fused_atomic_wgmma",
-                        stream);
+  const bool ordered = T::kDqMode == kernels::sm90::kDqOrdered;
+  if (T::kPersistent && args.tile_counter == nullptr)
+    throw Unsupported(
+        "cuda backend: the persistent fused backward needs its tile counter in the workspace "
+        "(AttnArgs::tile_counter)");
+  launch_bwd<kDtype, T>(
+      kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args, kernels::ceil_div(args.S_k, T::kBlockN),
+      args.H_kv, section,
+      T::kPersistent
+          ? (ordered ? "bwd_fused_ordered_persistent_wgmma" : "bwd_fused_atomic_persistent_wgmma")
+          : (ordered ? "bwd_fused_ordered_wgmma" : "bwd_fused_atomic_wgmma"),
+      stream, T::kPersistent ? (tune().fused90 == 2 ? 2 : sm_count()) : 0);
   const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0)
     launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
@@ -293,6 +302,13 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
+    if constexpr (kTuningVariants) {
+      if (tune().fused90 != 0) {
+        if (args.dq_semaphore != nullptr)
+          return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
+        return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
+      }
+    }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
     return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
