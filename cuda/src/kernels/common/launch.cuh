@@ -101,26 +101,28 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 }
 
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N,bwd90=N,
-// order90=N,fused90=N" picks the rejected d = 64 alternatives of kernels/sm80/configs.hpp instead
-// of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32 float32 kernels' at d = 128, fwd 1 and dkdv
-// 1), those of the sm90 forward (fwd90 1-4, 6, 7, 12, kernels/sm90/configs.hpp), the float32 tiles
-// (f32: 0 automatic, 1 large tiles, 2 small tiles, for the backward too; kernels/ffma/configs.hpp),
-// the float32 backward's version (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's
-// deterministic dQ strategy (bwd90: 1 the one that is not the default, dispatch.cu's dq_strategy;
-// both are always compiled) and the sm90 tile order's L2 budget (order90: 1 none, which numbers all
-// heads together as before sections; 2 twice the default, 3 half; 4 sections of three heads
-// whatever the sizes, for the tests; 5 and 6 the rule that keeps one section where a wave holds a
-// few tiles of each head or more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh)
-// and the sm90 fused backward's grid (fused90: 1 the one not configured, a block per key tile or
-// persistent; 2 persistent on two blocks, so that the suites' small problems run many tiles a
-// block; kernels/sm90/configs.hpp). Read once; unknown keys and values fall back to 0.
+// order90=N,fused90=N,grid90=N" picks the rejected d = 64 alternatives of
+// kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32
+// float32 kernels' at d = 128, fwd 1 and dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7,
+// 12, kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
+// tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
+// (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1 the
+// one that is not the default, dispatch.cu's dq_strategy; both are always compiled), the sm90
+// tile order's L2 budget (order90: 1 none, which numbers all heads together as before sections;
+// 2 twice the default, 3 half; 4 sections of three heads whatever the sizes, for the tests; 5
+// and 6 the rule that keeps one section where a wave holds a few tiles of each head or more,
+// dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
+// variants (fused90: 1 the tiles on a grid of a block per key tile, 2 persistent with dK and dV
+// written from the registers; kernels/sm90/configs.hpp) and the persistent backward's grid
+// (grid90: at most N blocks, so that the suites' small problems run many tiles a block). Read
+// once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
 // Without it, asking for one (every non-zero value above except f32=1 and fwd90=7, which pick
-// among the default kernels, bwd90=1 and order90) is an error that says so, never a quiet fall back
-// to the default.
+// among the default kernels, bwd90=1, order90 and grid90) is an error that says so, never a
+// quiet fall back to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif
@@ -130,7 +132,8 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
-  int fused90 = 0;  // the sm90 fused backward: 0 configured grid, 1 the other, 2 persistent on 2
+  int fused90 = 0;  // the sm90 fused backward: 0 configured, 1 a block per tile, 2 from registers
+  int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -154,6 +157,7 @@ inline const Tune& tune() {
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
     read("fused90", r.fused90, 2);
+    read("grid90", r.grid90, 1 << 20);
     return r;
   }();
   if constexpr (!kTuningVariants) {

@@ -160,27 +160,38 @@ struct FwdConfig<Element, 128> {
 template <typename Element, int kD>
 struct BwdConfig;
 //
-// FLASHREF_CUDA_TUNE fused90=1 (tuning builds) runs the fused kernels' other grid:
-// OtherOrdered and OtherAtomic, the same tiles on a persistent grid (a block per
-// multiprocessor taking key tiles from a counter, bwd_dkdv.cuh's kPersistent); fused90=2 the
-// persistent kernels on two blocks, for the suites (every block runs many tiles).
+// Both on a persistent grid (a block per multiprocessor taking key tiles from a counter,
+// bwd_dkdv.cuh's kPersistent). Run 26a (bench/results/2026-12-03-h200-run26a, `flashref
+// bench` backward, medians of 20, against the same tiles on a grid of a block per key tile,
+// this build and run 25's): S = 1k (B 32) d = 64 0.669 ms against 0.707 and 0.697, d = 128
+// 1.173 against 1.183 and 1.195 (atomic 1.093 against 1.123 and 1.114); S = 2k d = 128 1.704
+// against 1.725 and 1.740; S = 4k d = 64 1.729 against 1.770 and 1.751, d = 128 2.816
+// against 2.900 and 2.855; the leaderboard d = 128 5.055 against 5.107 and 5.078, d = 64
+// 2.927 against 2.951 and 2.912; the same bits.
+// FLASHREF_CUDA_TUNE (tuning builds) fused90=1 runs the tiles on a grid of a block per key tile
+// (OtherOrdered, OtherAtomic), fused90=2 the persistent kernels with dK and dV written from
+// the registers (FromRegisters*, kEpilogueFromRegisters).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
   using Dkv = BwdDkvTraits<Element, 64, 3>;
-  using FusedOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
-  using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, true>;
-  using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
+  using FusedOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, true>;
+  using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
+  using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
+  using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+  using FromRegistersOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, true, true>;
+  using FromRegistersAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true, true>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
-  using FusedOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
-  using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
-  using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true>;
-  using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
+  using FusedOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true>;
+  using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
+  using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
+  using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
+  using FromRegistersOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true, true>;
+  using FromRegistersAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true, true>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -275,7 +275,7 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
       T::kPersistent
           ? (ordered ? "bwd_fused_ordered_persistent_wgmma" : "bwd_fused_atomic_persistent_wgmma")
           : (ordered ? "bwd_fused_ordered_wgmma" : "bwd_fused_atomic_wgmma"),
-      stream, T::kPersistent ? (tune().fused90 == 2 ? 2 : sm_count()) : 0);
+      stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0);
   const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0)
     launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
@@ -303,11 +303,14 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
     if constexpr (kTuningVariants) {
-      if (tune().fused90 != 0) {
-        if (args.dq_semaphore != nullptr)
-          return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
-        return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
-      }
+      const bool ordered = args.dq_semaphore != nullptr;
+      if (tune().fused90 == 1)
+        return ordered ? backward_fused<kDtype, typename Config::OtherOrdered>(args, stream)
+                       : backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
+      if (tune().fused90 == 2)
+        return ordered
+                   ? backward_fused<kDtype, typename Config::FromRegistersOrdered>(args, stream)
+                   : backward_fused<kDtype, typename Config::FromRegistersAtomic>(args, stream);
     }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
