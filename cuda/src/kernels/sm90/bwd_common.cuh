@@ -3,9 +3,6 @@
 // consumer's float accumulator tile in the gradient dtype.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 
 #include "kernels/common/args.hpp"
@@ -50,46 +47,6 @@ __device__ __forceinline__ void store_consumer_tile(float* sOut, const float (&a
   store_tile_f32<kRows, kD, kOutStride, kThreads, kUnroll>(sOut, out.ptr, code, offset,
                                                            out.row_stride, rows_valid, d, ctid);
   named_bar_sync(bar, kThreads);
-}
-
-// A pair of floats (columns col, col + 1) in the element type of `row`.
-__device__ __forceinline__ void store_pair(float* row, float a, float b) {
-  *reinterpret_cast<float2*>(row) = make_float2(a, b);
-}
-__device__ __forceinline__ void store_pair(__half* row, float a, float b) {
-  *reinterpret_cast<__half2*>(row) = __floats2half2_rn(a, b);
-}
-__device__ __forceinline__ void store_pair(__nv_bfloat16* row, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162*>(row) = __floats2bfloat162_rn(a, b);
-}
-
-// The same tile written from the registers, each thread its pairs of columns (rows lane_row
-// and lane_row + 8, columns 8i + 2t and 8i + 2t + 1), rows < rows_valid and columns < d only:
-// no shared memory, so that the tiles it would stage over are free once the last product is
-// done. Rows are 16-byte aligned (the backend's rule), so every pair is.
-template <int kD>
-__device__ __forceinline__ void store_consumer_tile_from_registers(
-    const float (&acc)[kD / 2], float mul, const TensorArg& out, int code, int64_t offset,
-    int rows_valid, int d, int lane_row, int t) {
-  auto rows = [&](auto* base) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = lane_row + 8 * hf;
-      if (r >= rows_valid) continue;
-      auto* row = base + offset + static_cast<int64_t>(r) * out.row_stride;
-#pragma unroll
-      for (int i = 0; i < kD / 8; ++i) {
-        const int col = 8 * i + 2 * t;
-        if (col < d) store_pair(row + col, acc[4 * i + 2 * hf] * mul, acc[4 * i + 2 * hf + 1] * mul);
-      }
-    }
-  };
-  if (code == kOutF32)
-    rows(static_cast<float*>(out.ptr));
-  else if (code == kOutF16)
-    rows(static_cast<__half*>(out.ptr));
-  else
-    rows(static_cast<__nv_bfloat16*>(out.ptr));
 }
 
 }  // namespace flashref::cuda::kernels::sm90

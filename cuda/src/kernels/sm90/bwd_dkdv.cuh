@@ -53,7 +53,7 @@ namespace flashref::cuda::kernels::sm90 {
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
-          bool kPersistent_ = false, bool kEpilogueFromRegisters_ = false>
+          bool kPersistent_ = false>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -65,10 +65,6 @@ struct BwdDkvTraitsOf {
   // tile would launch them. Its next tile's first stages load under the last steps and the
   // epilogue of the one before, and its launch and barrier setup are paid once.
   static constexpr bool kPersistent = kPersistent_;
-  // Persistent only: dK and dV written from the registers (store_consumer_tile_from_registers),
-  // not staged through shared memory, so that the next tile's K_j and V_j load as soon as the
-  // last step's products are done, under those stores.
-  static constexpr bool kEpilogueFromRegisters = kEpilogueFromRegisters_;
   static constexpr int kConsumers = 2;             // warpgroups of 64 keys
   static constexpr int kBlockN = 64 * kConsumers;  // B_k
   static constexpr int kBlockM = kBlockM_;         // B_q: queries per step
@@ -119,7 +115,6 @@ struct BwdDkvTraitsOf {
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers + 8 * kPersistent;
   static_assert(!kFused || kOutBytes <= kDqOffset, "the fused epilogue stages over K, V and dS");
   static_assert(kFused || !kPersistent, "the persistent grid is the fused kernel's");
-  static_assert(kPersistent || !kEpilogueFromRegisters, "the persistent kernel's epilogue");
   static_assert(kDsOffset % kSwizzleAtom == 0 && kStagesOffset % kSwizzleAtom == 0,
                 "tiles must stay 1024-byte aligned");
   // Persistent: the producer's loop over tiles needs 56 registers (at 40 ptxas spilled 16-24
@@ -148,17 +143,13 @@ struct BwdDkvTraitsOf {
 template <typename Element, int kD, int kStages>
 struct BwdDkvTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqPass> {};
 // Fused at d = 64: 128-query steps, dQ by rows (FlashAttention-3's d = 64 tiles).
-template <typename Element, int kD, int kStages, int kDqMode, bool kPersistent = false,
-          bool kFromRegisters = false>
-struct BwdFusedRowsTraits
-    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, kPersistent, kFromRegisters> {
+template <typename Element, int kD, int kStages, int kDqMode, bool kPersistent = false>
+struct BwdFusedRowsTraits : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, kPersistent> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 // Fused at d = 128: 64-query steps, dQ by columns.
-template <typename Element, int kStages, int kDqMode, bool kPersistent = false,
-          bool kFromRegisters = false>
-struct BwdFusedColsTraits
-    : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, kPersistent, kFromRegisters> {
+template <typename Element, int kStages, int kDqMode, bool kPersistent = false>
+struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, kPersistent> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 
@@ -598,31 +589,21 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     steps += w.total;
 
     // Line 19: dK_j (times the scale) and dV_j in the gradient dtype; a key tile no query sees
-    // gets zeros.
-    if constexpr (T::kEpilogueFromRegisters) {
-      // K_j, V_j and dS are free once both consumers are past the last step's products.
+    // gets zeros. Every consumer is past its last product before the tiles' memory is reused.
+    // (Written from the registers instead, with K_j and V_j loading under the stores, the
+    // persistent kernel was 9-16% slower at d = 128: run 26b.)
+    named_bar_sync(1, 128 * T::kConsumers);
+    float* sOut = reinterpret_cast<float*>(base_ptr);
+    store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
+        sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, w.b, n0, w.h_kv),
+        keys_valid, args.d, lane_row, t, ctid, 1);
+    store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
+        sOut, acc_dv, 1.0f, args.dv, args.grad_code, row_offset(args.dv, w.b, n0, w.h_kv),
+        keys_valid, args.d, lane_row, t, ctid, 1);
+    if constexpr (T::kPersistent) {
+      // The TMA (the async proxy) writes the next K_j and V_j over the staging just written.
+      fence_proxy_async_shared();
       mbar_arrive(bar_kv_empty);
-      store_consumer_tile_from_registers<kD>(acc_dk, args.scale, args.dk, args.grad_code,
-                                             row_offset(args.dk, w.b, n0, w.h_kv), keys_valid,
-                                             args.d, lane_row, t);
-      store_consumer_tile_from_registers<kD>(acc_dv, 1.0f, args.dv, args.grad_code,
-                                             row_offset(args.dv, w.b, n0, w.h_kv), keys_valid,
-                                             args.d, lane_row, t);
-    } else {
-      // Every consumer is past its last product before the tiles' memory is reused.
-      named_bar_sync(1, 128 * T::kConsumers);
-      float* sOut = reinterpret_cast<float*>(base_ptr);
-      store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
-          sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, w.b, n0, w.h_kv),
-          keys_valid, args.d, lane_row, t, ctid, 1);
-      store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
-          sOut, acc_dv, 1.0f, args.dv, args.grad_code, row_offset(args.dv, w.b, n0, w.h_kv),
-          keys_valid, args.d, lane_row, t, ctid, 1);
-      if constexpr (T::kPersistent) {
-        // The TMA (the async proxy) writes the next K_j and V_j over the staging just written.
-        fence_proxy_async_shared();
-        mbar_arrive(bar_kv_empty);
-      }
     }
   }
 }

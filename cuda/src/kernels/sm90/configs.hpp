@@ -161,16 +161,15 @@ template <typename Element, int kD>
 struct BwdConfig;
 //
 // Both on a persistent grid (a block per multiprocessor taking key tiles from a counter,
-// bwd_dkdv.cuh's kPersistent). Run 26a (bench/results/2026-12-03-h200-run26a, `flashref
-// bench` backward, medians of 20, against the same tiles on a grid of a block per key tile,
-// this build and run 25's): S = 1k (B 32) d = 64 0.669 ms against 0.707 and 0.697, d = 128
-// 1.173 against 1.183 and 1.195 (atomic 1.093 against 1.123 and 1.114); S = 2k d = 128 1.704
-// against 1.725 and 1.740; S = 4k d = 64 1.729 against 1.770 and 1.751, d = 128 2.816
-// against 2.900 and 2.855; the leaderboard d = 128 5.055 against 5.107 and 5.078, d = 64
-// 2.927 against 2.951 and 2.912; the same bits.
-// FLASHREF_CUDA_TUNE (tuning builds) fused90=1 runs the tiles on a grid of a block per key tile
-// (OtherOrdered, OtherAtomic), fused90=2 the persistent kernels with dK and dV written from
-// the registers (FromRegisters*, kEpilogueFromRegisters).
+// bwd_dkdv.cuh's kPersistent). Run 26b (bench/results/2026-12-03-h200-run26b, `flashref
+// bench` backward, medians of 20, two rounds, against run 25's build, whose fused kernels ran
+// a block per key tile): S = 1k (B 32) d = 128 1.173 ms against 1.195 (atomic 1.087 against
+// 1.111), d = 64 0.668 against 0.696; S = 2k d = 128 1.704 against 1.738; S = 4k d = 128 2.810
+// against 2.889-2.914, d = 64 1.731 against 1.748; the leaderboard d = 128 5.171-5.188 against
+// 5.167-5.233, d = 64 2.921-2.962 against 3.011; the same bits (run 26a: this build's grid of a
+// block per key tile, fused90=1, level with run 25's or slower).
+// FLASHREF_CUDA_TUNE fused90=1 (tuning builds) runs the same tiles on a grid of a block per
+// key tile (OtherOrdered, OtherAtomic).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -179,8 +178,6 @@ struct BwdConfig<Element, 64> {
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  using FromRegistersOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, true, true>;
-  using FromRegistersAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true, true>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -190,8 +187,6 @@ struct BwdConfig<Element, 128> {
   using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
-  using FromRegistersOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true, true>;
-  using FromRegistersAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true, true>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

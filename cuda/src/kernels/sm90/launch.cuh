@@ -303,14 +303,11 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
     if constexpr (kTuningVariants) {
-      const bool ordered = args.dq_semaphore != nullptr;
-      if (tune().fused90 == 1)
-        return ordered ? backward_fused<kDtype, typename Config::OtherOrdered>(args, stream)
-                       : backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
-      if (tune().fused90 == 2)
-        return ordered
-                   ? backward_fused<kDtype, typename Config::FromRegistersOrdered>(args, stream)
-                   : backward_fused<kDtype, typename Config::FromRegistersAtomic>(args, stream);
+      if (tune().fused90 == 1) {
+        if (args.dq_semaphore != nullptr)
+          return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
+        return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
+      }
     }
     if (args.dq_semaphore != nullptr)
       return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
