@@ -5,7 +5,9 @@
 // sections of heads that share L2 (its sectioned order); the block loops over (query head of
 // its group, query tile that sees the key tile), heads ascending then tiles ascending (fused:
 // descending, kWalkDown), and sums each dK/dV row in that fixed order: no atomics, bitwise
-// reproducible, GQA's sum over the group inside the loop.
+// reproducible, GQA's sum over the group inside the loop. The fused kernels run the same key
+// tiles on a persistent grid (kPersistent): a block per multiprocessor, taking them in that
+// order from a counter, one after another.
 //
 // Warpgroup 0 is the producer: one thread loads K_j and V_j once, then for each step, into the
 // next free stage, Q_i, dO_i (TMA) and L'_i, D_i (bulk copies of the padded workspace rows), all
@@ -237,9 +239,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // that run, so the lowest tile not finished is always being worked on, and its dQ adds wait
   // only on lower tiles (finished): the ordered dQ cannot deadlock, however many blocks are
   // resident (a fixed assignment could wait on a block that some other kernel keeps off the
-  // device).
-  // `steps`: stage uses (and dQ tiles) over the block's tiles before this one, which the
-  // barriers' phases count.
+  // device). Each role counts `steps`, the stage uses (and dQ tiles) of the block's tiles
+  // before the current one, which the barriers' phases continue from.
   auto tile_index = [&](int n) -> int {
     if constexpr (T::kPersistent) {
       mbar_wait(bar_kv, n & 1);
