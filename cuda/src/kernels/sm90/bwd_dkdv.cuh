@@ -9,10 +9,10 @@
 // tiles on a persistent grid (kPersistent): a block per multiprocessor, taking them in that
 // order from a counter, one after another.
 //
-// Warpgroup 0 is the producer: one thread loads K_j and V_j once, then for each step, into the
-// next free stage, Q_i, dO_i (TMA) and L'_i, D_i (bulk copies of the padded workspace rows), all
-// on the stage's "full" barrier. Warpgroups 1 and 2 are the consumers, each owning 64 keys, on
-// transposed tiles so that P^T and dS^T come out of one product in the register layout the
+// Warpgroup 0 is the producer: one thread loads K_j and V_j once a key tile, then for each step,
+// into the next free stage, Q_i, dO_i (TMA) and L'_i, D_i (bulk copies of the padded workspace
+// rows), all on the stage's "full" barrier. Warpgroups 1 and 2 are the consumers, each owning 64
+// keys, on transposed tiles so that P^T and dS^T come out of one product in the register layout the
 // next takes as its A operand (the wgmma accumulator is the mma.sync C fragment repeated, so
 // the sm80 pass's fragment steps apply as they are):
 //   S^T = K_j Q_i^T, dP^T = V_j dO_i^T       wgmma m64n{B_q}k16, both from shared memory (11, 14)
