@@ -169,7 +169,10 @@ struct BwdConfig;
 // 5.167-5.233, d = 64 2.921-2.962 against 3.011; the same bits (run 26a: this build's grid of a
 // block per key tile, fused90=1, level with run 25's or slower).
 // FLASHREF_CUDA_TUNE fused90=1 (tuning builds) runs the same tiles on a grid of a block per
-// key tile (OtherOrdered, OtherAtomic).
+// key tile (OtherOrdered, OtherAtomic); fused90=2-5 other stages and sets of dQ tiles and dS
+// (Run27V2-7): at d = 128 (stages, dQ sets, dS sets) 2 (2, 2, 1), 3 (2, 1, 1), 4 (3, 1, 2),
+// 5 (2, 2, 2), and with the epilogue staged over dS and dQ (kEpilogueAside) 6 (3, 1, 1),
+// 7 (3, 1, 2).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -178,6 +181,20 @@ struct BwdConfig<Element, 64> {
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+  // Run 27 (fused90=2-5): three stages leave no room for a second set of either at d = 64,
+  // nor two stages for two sets of both (5 is 4).
+  template <int kMode>
+  using Run27V2 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 2, 1>;
+  template <int kMode>
+  using Run27V3 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 1, 1>;
+  template <int kMode>
+  using Run27V4 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 1, 2>;
+  template <int kMode>
+  using Run27V5 = Run27V4<kMode>;
+  template <int kMode>
+  using Run27V6 = BwdFusedRowsBufferedTraits<Element, 64, 3, kMode, 1, 1, true>;
+  template <int kMode>
+  using Run27V7 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 1, 2, true>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -187,6 +204,19 @@ struct BwdConfig<Element, 128> {
   using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
+  // Run 27 (fused90=2-5): <stages, dQ sets, dS sets>.
+  template <int kMode>
+  using Run27V2 = BwdFusedColsBufferedTraits<Element, 2, kMode, 2, 1>;
+  template <int kMode>
+  using Run27V3 = BwdFusedColsBufferedTraits<Element, 2, kMode, 1, 1>;
+  template <int kMode>
+  using Run27V4 = BwdFusedColsBufferedTraits<Element, 3, kMode, 1, 2>;
+  template <int kMode>
+  using Run27V5 = BwdFusedColsBufferedTraits<Element, 2, kMode, 2, 2>;
+  template <int kMode>
+  using Run27V6 = BwdFusedColsBufferedTraits<Element, 3, kMode, 1, 1, true>;
+  template <int kMode>
+  using Run27V7 = BwdFusedColsBufferedTraits<Element, 3, kMode, 1, 2, true>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90
