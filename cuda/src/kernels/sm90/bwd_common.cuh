@@ -49,30 +49,4 @@ __device__ __forceinline__ void store_consumer_tile(float* sOut, const float (&a
   named_bar_sync(bar, kThreads);
 }
 
-// store_consumer_tile kCols columns at a time (sOut: kRows x (kCols + 4) floats), for a
-// staging area smaller than the whole tile's.
-template <int kRows, int kD, int kCols, int kThreads, int kUnroll = 0>
-__device__ __forceinline__ void store_consumer_tile_cols(float* sOut, const float (&acc)[kD / 2],
-                                                         float mul, const TensorArg& out, int code,
-                                                         int64_t offset, int rows_valid, int d,
-                                                         int lane_row, int t, int ctid, int bar) {
-  static_assert(kD % kCols == 0 && kCols % 8 == 0, "whole 8-column blocks of the accumulator");
-  constexpr int kOutStride = kCols + 4;
-#pragma unroll
-  for (int c0 = 0; c0 < kD; c0 += kCols) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = lane_row + hf * 8;
-#pragma unroll
-      for (int i = c0 / 8; i < (c0 + kCols) / 8; ++i)
-        *reinterpret_cast<float2*>(sOut + r * kOutStride + 8 * i - c0 + 2 * t) =
-            make_float2(acc[4 * i + 2 * hf] * mul, acc[4 * i + 2 * hf + 1] * mul);
-    }
-    named_bar_sync(bar, kThreads);
-    store_tile_f32<kRows, kCols, kOutStride, kThreads, kUnroll>(
-        sOut, out.ptr, code, offset + c0, out.row_stride, rows_valid, d - c0, ctid);
-    named_bar_sync(bar, kThreads);
-  }
-}
-
 }  // namespace flashref::cuda::kernels::sm90

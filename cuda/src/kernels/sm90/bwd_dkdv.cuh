@@ -55,8 +55,7 @@ namespace flashref::cuda::kernels::sm90 {
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
-          bool kPersistent_ = false, int kDqBuffers_ = 1, int kDsBuffers_ = 1,
-          bool kEpilogueAside_ = false>
+          bool kPersistent_ = false>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -101,46 +100,23 @@ struct BwdDkvTraitsOf {
   static constexpr int kDsBytes = kBlockM * 64 * 2;
   static constexpr int kDqBytes = kDqTileRows * kD * 4;
   static constexpr int kDqTiles = kBlockM / kDqTileRows;
-  // Fused: the step's dQ tiles are in one of kDqBuffers sets (step s in set s % kDqBuffers), so
-  // that with two a consumer stores step s + 1's tiles while the writer still waits (ordered:
-  // on the key tile before this one) to add step s's.
-  static constexpr int kDqBuffers = kDqBuffers_;
-  static constexpr int kDqSlots = kDqTiles * kDqBuffers;
-  // Fused: with two sets of dS (step s in set s % 2), a consumer may store step s + 1's dS as
-  // soon as both have passed step s's barrier, since each waited for its step s - 1 dQ product
-  // (the last to read that set) before it: one named barrier a step instead of two.
-  static constexpr int kDsBuffers = kDsBuffers_;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
   // tiles never meet it and a persistent block's next stages load beside it; in the dK/dV pass
   // over everything.
   static constexpr int kDsOffset = 2 * kKVBytes;
-  static constexpr int kDqOffset = kDsOffset + (kFused ? kDsBuffers * kConsumers * kDsBytes : 0);
-  static constexpr int kStagesOffset = kDqOffset + (kFused ? kDqSlots * kDqBytes : 0);
+  static constexpr int kDqOffset = kDsOffset + (kFused ? kConsumers * kDsBytes : 0);
+  static constexpr int kStagesOffset = kDqOffset + (kFused ? kDqTiles * kDqBytes : 0);
   static constexpr int kTileBytes = kStagesOffset + kStages * kStageBytes;
   static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
-  // Persistent, one dQ set: the epilogue staged over dS and the dQ tiles instead of K_j and V_j,
-  // kEpilogueCols columns at a time (all of them at d = 64, halves at d = 128: 34.8 KB in the
-  // 48 KB there), so that the consumers hand K_j and V_j back after their last products and
-  // the next tile's load runs under the epilogue.
-  static constexpr bool kEpilogueAside = kEpilogueAside_;
-  static constexpr int kAsideBytes = kStagesOffset - kDsOffset;
-  static constexpr int kEpilogueCols = kBlockN * (kD + 4) * 4 <= kAsideBytes ? kD : kD / 2;
-  static_assert(!kEpilogueAside || (kPersistent && kDqBuffers == 1 &&
-                                    kBlockN * (kEpilogueCols + 4) * 4 <= kAsideBytes),
-                "the epilogue aside: persistent, one dQ set, and room in dS and dQ");
   // Persistent: one more barrier, K_j and V_j "empty" (the block's consumers are past the
   // epilogue and its writer has read the tile's index), and the index itself (a slot of 8
   // bytes) after the barriers.
-  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqSlots : 0) + kPersistent;
+  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqTiles : 0) + kPersistent;
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers + 8 * kPersistent;
   static_assert(!kFused || kOutBytes <= kDqOffset, "the fused epilogue stages over K, V and dS");
   static_assert(kFused || !kPersistent, "the persistent grid is the fused kernel's");
-  static_assert(kDqBuffers == 1 || kDqBuffers == 2, "one or two sets of dQ tiles");
-  static_assert(kFused || kDqBuffers == 1, "dQ tiles are the fused kernel's");
-  static_assert((kDsBuffers == 1 || kDsBuffers == 2) && (kFused || kDsBuffers == 1),
-                "one or two sets of dS, in the fused kernel");
   static_assert(kDsOffset % kSwizzleAtom == 0 && kStagesOffset % kSwizzleAtom == 0,
                 "tiles must stay 1024-byte aligned");
   // Persistent: the producer's loop over tiles needs 56 registers (at 40 ptxas spilled 16-24
@@ -178,17 +154,6 @@ template <typename Element, int kStages, int kDqMode, bool kPersistent = false>
 struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, kPersistent> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
-
-// Persistent fused kernels with other stages and sets of dQ tiles and dS (tuning variants,
-// fused90=2-5: configs.hpp).
-template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers, int kDsBuffers,
-          bool kAside = false>
-struct BwdFusedRowsBufferedTraits
-    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, kDqBuffers, kDsBuffers, kAside> {};
-template <typename Element, int kStages, int kDqMode, int kDqBuffers, int kDsBuffers,
-          bool kAside = false>
-struct BwdFusedColsBufferedTraits
-    : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers, kDsBuffers, kAside> {};
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
@@ -239,16 +204,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // Fused: consumer c's dS, and dQ tile u (by rows consumer u's, by columns the one). Each dQ
   // tile has a "full" barrier (its consumers' threads arrived) and an "empty" one (the writer
   // thread has read it).
-  auto sDS = [&](int c, int s) {
-    return base + T::kDsOffset + ((s % T::kDsBuffers) * T::kConsumers + c) * T::kDsBytes;
-  };
-  // (u is a slot: tile u % kDqTiles of set u / kDqTiles; step s uses set s % kDqBuffers, at
-  // phase (s / kDqBuffers) & 1 of its barriers.)
+  auto sDS = [&](int c) { return base + T::kDsOffset + c * T::kDsBytes; };
   auto sDQ = [&](int u) { return base + T::kDqOffset + u * T::kDqBytes; };
   auto bar_dq_full = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + u); };
-  auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqSlots + u); };
-  auto dq_slot = [](int u, int s) { return u + T::kDqTiles * (s % T::kDqBuffers); };
-  auto dq_phase = [](int s) { return (s / T::kDqBuffers) & 1; };
+  auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqTiles + u); };
   // Persistent: K_j and V_j free for the next tile, and the next tile's index (-1: none left),
   // written by the producer before it arrives on bar_kv.
   [[maybe_unused]] const uint32_t bar_kv_empty = bar_kv + 8 * (T::kBarriers - 1);
@@ -264,7 +223,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
     if constexpr (T::kFused) {
-      for (int u = 0; u < T::kDqSlots; ++u) {
+      for (int u = 0; u < T::kDqTiles; ++u) {
         mbar_init(bar_dq_full(u), 128 * T::kConsumers / T::kDqTiles);
         mbar_init(bar_dq_empty(u), 1);
       }
@@ -387,13 +346,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
                 fence_proxy_async_global();
               }
-              mbar_wait(bar_dq_full(dq_slot(u, s)), dq_phase(s));
-              bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD),
-                                  sDQ(dq_slot(u, s)), T::kDqBytes);
+              mbar_wait(bar_dq_full(u), s & 1);
+              bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD), sDQ(u),
+                                  T::kDqBytes);
             }
             bulk_wait_read();
 #pragma unroll
-            for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(dq_slot(u, s)));
+            for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(u));
             if constexpr (T::kDqMode == kDqOrdered) {
               bulk_wait_complete();  // written, before the next key tile may add
               fence_proxy_async_global();
@@ -445,23 +404,23 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // ds_frag[kk] transposed by stmatrix, stored row r (query 16 kk + 8 (m / 2) + r) receiving
   // keys 16 w + 8 (m % 2) .. + 7, which is 16-byte chunk 2 w + m % 2 of the row, swizzled.
   const int warp = (tid % 128) / 32;
-  auto store_ds = [&](const uint32_t(&frag)[kBlockM / 16][4], int s) {
+  auto store_ds = [&](const uint32_t(&frag)[kBlockM / 16][4]) {
     const int m = lane / 8, r = lane % 8;
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       const int q = 16 * kk + 8 * (m / 2) + r;
-      stmatrix_x4_trans(sDS(c, s) + q * kSwizzleBytes + (((2 * warp + m % 2) ^ r) * 16), frag[kk]);
+      stmatrix_x4_trans(sDS(c) + q * kSwizzleBytes + (((2 * warp + m % 2) ^ r) * 16), frag[kk]);
     }
   };
-  // dQ_i = dS K_j over the whole key tile: both consumers' dS of step s (keys 0-63 in sDS(0, s),
-  // 64-127 in sDS(1, s)) against all of K_j, 64 columns of dQ (`half`) at a time; by rows
-  // (128-query steps) this consumer's 64 query rows of dS, by columns (64-query steps) all 64 rows
-  // and the columns half = c. Stored into a dQ tile in register order (float4 k of thread x at
+  // dQ_i = dS K_j over the whole key tile: both consumers' dS (keys 0-63 in sDS(0), 64-127 in
+  // sDS(1)) against all of K_j, 64 columns of dQ (`half`) at a time; by rows (128-query steps)
+  // this consumer's 64 query rows of dS, by columns (64-query steps) all 64 rows and the
+  // columns half = c. Stored into a dQ tile in register order (float4 k of thread x at
   // ((8 half + k) x 128 + x) x 16 bytes: a warp's stores are 512 contiguous bytes), and handed
   // to the writer.
-  auto issue_dq = [&](float(&acc)[32], int half, int s) {
+  auto issue_dq = [&](float(&acc)[32], int half) {
     constexpr uint32_t kRowsPerConsumer = T::kDqByRows ? 64 * kSwizzleBytes : 0;
-    const uint64_t a0 = make_smem_desc(sDS(0, s) + c * kRowsPerConsumer, 16, kSwizzleAtom);
+    const uint64_t a0 = make_smem_desc(sDS(0) + c * kRowsPerConsumer, 16, kSwizzleAtom);
     const uint64_t b0 = make_smem_desc(sK + half * (kBlockN * kSwizzleBytes),
                                        kBlockN * kSwizzleBytes, kSwizzleAtom);
     wgmma_fence();
@@ -576,25 +535,24 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // Line 16: dS beside dK's product; once both consumers' dS is in shared memory (named
         // barriers over the two), dQ_i over the whole key tile, by rows or by columns, 64
         // columns at a time, into this consumer's dQ tile u for the writer.
-        // both are done with the last dS (and the last epilogue); two sets: step s - 1's barrier
-        if constexpr (T::kDsBuffers == 1) named_bar_sync(5, 256);
-        store_ds(ds_frag, s);
+        named_bar_sync(5, 256);  // both are done with the last dS (and the last epilogue)
+        store_ds(ds_frag);
         fence_proxy_async_shared();
         named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
-        const int u = dq_slot(T::kDqByRows ? c : 0, s), first_half = T::kDqByCols ? c : 0;
+        const int u = T::kDqByRows ? c : 0, first_half = T::kDqByCols ? c : 0;
         float acc_dq[32];
-        issue_dq(acc_dq, first_half, s);
+        issue_dq(acc_dq, first_half);
         wgmma_wait<0>();
         fence_registers(acc_dv);
         fence_registers(acc_dk);
         fence_registers(acc_dq);
         mbar_arrive(bar_empty(st));
-        mbar_wait(bar_dq_empty(u), dq_phase(s) ^ 1);  // the writer has read the set's last
+        mbar_wait(bar_dq_empty(u), (s & 1) ^ 1);  // the writer has read the last one
         store_dq(u, acc_dq, first_half);
         if constexpr (T::kDqByRows) {
 #pragma unroll
           for (int half = 1; half < kD / 64; ++half) {
-            issue_dq(acc_dq, half, s);
+            issue_dq(acc_dq, half);
             wgmma_wait<0>();
             fence_registers(acc_dq);
             store_dq(u, acc_dq, half);
@@ -635,28 +593,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // gets zeros. Every consumer is past its last product before the tiles' memory is reused.
     // (Written from the registers instead, with K_j and V_j loading under the stores, the
     // persistent kernel was 9-16% slower at d = 128: run 26b.)
-    if constexpr (T::kEpilogueAside) {
-      // K_j and V_j are free: this consumer has waited for its last products. The staging goes
-      // over dS and the dQ tiles, once the writer has read the last step's (the named barrier:
-      // and once the other consumer's last dQ product has read this one's dS).
-      mbar_arrive(bar_kv_empty);
-      if (w.total > 0) {
-#pragma unroll
-        for (int u = 0; u < T::kDqTiles; ++u)
-          mbar_wait(bar_dq_empty(dq_slot(u, steps - 1)), dq_phase(steps - 1));
-      }
-      named_bar_sync(1, 128 * T::kConsumers);
-      float* sOut = reinterpret_cast<float*>(base_ptr + T::kDsOffset);
-      store_consumer_tile_cols<kBlockN, kD, T::kEpilogueCols, 128 * T::kConsumers,
-                               T::kEpilogueUnroll>(
-          sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, w.b, n0, w.h_kv),
-          keys_valid, args.d, lane_row, t, ctid, 1);
-      store_consumer_tile_cols<kBlockN, kD, T::kEpilogueCols, 128 * T::kConsumers,
-                               T::kEpilogueUnroll>(sOut, acc_dv, 1.0f, args.dv, args.grad_code,
-                                                   row_offset(args.dv, w.b, n0, w.h_kv), keys_valid,
-                                                   args.d, lane_row, t, ctid, 1);
-      continue;
-    }
     named_bar_sync(1, 128 * T::kConsumers);
     float* sOut = reinterpret_cast<float*>(base_ptr);
     store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(

@@ -168,11 +168,20 @@ struct BwdConfig;
 // against 2.889-2.914, d = 64 1.731 against 1.748; the leaderboard d = 128 5.171-5.188 against
 // 5.167-5.233, d = 64 2.921-2.962 against 3.011; the same bits (run 26a: this build's grid of a
 // block per key tile, fused90=1, level with run 25's or slower).
+// Except at d = 64 without a causal mask, where every key tile takes the same steps: there the
+// grid of a block per key tile (OtherOrdered, OtherAtomic) is the default. Runs 27a and 27b
+// (bench/results/2026-12-03-h200-run27a and -run27b, `flashref bench`, medians of 20 and 30,
+// four rounds in two calls): the leaderboard without the mask, backward, 5.886, 6.029, 6.056,
+// 6.016 ms against the persistent grid's 6.118, 6.183, 6.227, 6.209 (2.5-3.8%; run 26c's table
+// had shown the same move, 6.046 -> 6.243); at d = 128 without the mask 10.135 against 10.200,
+// within the spread, so d = 128 stays persistent. Why the persistent grid loses there is not
+// known (its consumers have 224 registers, not 232, and its epilogue's copy is unrolled 4
+// times, not fully).
 // FLASHREF_CUDA_TUNE fused90=1 (tuning builds) runs the same tiles on a grid of a block per
-// key tile (OtherOrdered, OtherAtomic); fused90=2-5 other stages and sets of dQ tiles and dS
-// (Run27V2-7): at d = 128 (stages, dQ sets, dS sets) 2 (2, 2, 1), 3 (2, 1, 1), 4 (3, 1, 2),
-// 5 (2, 2, 2), and with the epilogue staged over dS and dQ (kEpilogueAside) 6 (3, 1, 1),
-// 7 (3, 1, 2).
+// key tile (OtherOrdered, OtherAtomic) everywhere. Run 27a-b also timed, and deleted, two sets
+// of dQ tiles (with two stages to make room), two sets of dS (one named barrier a step, not
+// two), two stages alone, and dK, dV staged over dS and dQ so that the next K_j, V_j load under
+// the epilogue: each level with this one within the rounds' spread (docs/perf-notes.md).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -181,20 +190,6 @@ struct BwdConfig<Element, 64> {
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  // Run 27 (fused90=2-5): three stages leave no room for a second set of either at d = 64,
-  // nor two stages for two sets of both (5 is 4).
-  template <int kMode>
-  using Run27V2 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 2, 1>;
-  template <int kMode>
-  using Run27V3 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 1, 1>;
-  template <int kMode>
-  using Run27V4 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 1, 2>;
-  template <int kMode>
-  using Run27V5 = Run27V4<kMode>;
-  template <int kMode>
-  using Run27V6 = BwdFusedRowsBufferedTraits<Element, 64, 3, kMode, 1, 1, true>;
-  template <int kMode>
-  using Run27V7 = BwdFusedRowsBufferedTraits<Element, 64, 2, kMode, 1, 2, true>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -204,19 +199,6 @@ struct BwdConfig<Element, 128> {
   using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
-  // Run 27 (fused90=2-5): <stages, dQ sets, dS sets>.
-  template <int kMode>
-  using Run27V2 = BwdFusedColsBufferedTraits<Element, 2, kMode, 2, 1>;
-  template <int kMode>
-  using Run27V3 = BwdFusedColsBufferedTraits<Element, 2, kMode, 1, 1>;
-  template <int kMode>
-  using Run27V4 = BwdFusedColsBufferedTraits<Element, 3, kMode, 1, 2>;
-  template <int kMode>
-  using Run27V5 = BwdFusedColsBufferedTraits<Element, 2, kMode, 2, 2>;
-  template <int kMode>
-  using Run27V6 = BwdFusedColsBufferedTraits<Element, 3, kMode, 1, 1, true>;
-  template <int kMode>
-  using Run27V7 = BwdFusedColsBufferedTraits<Element, 3, kMode, 1, 2, true>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -282,14 +282,6 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
                   128, 0, args, stream, "bwd_dq_postprocess");
 }
 
-// A fused kernel's ordered or atomic instance, as the workspace asks (tuning variants).
-template <DType kDtype, template <int> class Fused>
-void backward_fused_by_mode(const kernels::AttnArgs& args, cudaStream_t stream) {
-  if (args.dq_semaphore != nullptr)
-    return backward_fused<kDtype, Fused<kernels::sm90::kDqOrdered>>(args, stream);
-  return backward_fused<kDtype, Fused<kernels::sm90::kDqAtomic>>(args, stream);
-}
-
 // The two passes: dQ's on `stream`, dK/dV's on `side`.
 template <DType kDtype, typename Dq, typename Dkv>
 void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
@@ -316,21 +308,13 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
           return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
         return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
       }
-      switch (tune().fused90) {
-        case 2:
-          return backward_fused_by_mode<kDtype, Config::template Run27V2>(args, stream);
-        case 3:
-          return backward_fused_by_mode<kDtype, Config::template Run27V3>(args, stream);
-        case 4:
-          return backward_fused_by_mode<kDtype, Config::template Run27V4>(args, stream);
-        case 5:
-          return backward_fused_by_mode<kDtype, Config::template Run27V5>(args, stream);
-        case 6:
-          return backward_fused_by_mode<kDtype, Config::template Run27V6>(args, stream);
-        case 7:
-          return backward_fused_by_mode<kDtype, Config::template Run27V7>(args, stream);
-        default:
-          break;
+    }
+    if constexpr (kD == 64) {
+      // Without a causal mask, a block per key tile (configs.hpp: runs 27a and 27b).
+      if (args.causal == 0) {
+        if (args.dq_semaphore != nullptr)
+          return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
+        return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
       }
     }
     if (args.dq_semaphore != nullptr)
