@@ -55,7 +55,7 @@ namespace flashref::cuda::kernels::sm90 {
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
-          bool kPersistent_ = false>
+          bool kPersistent_ = false, int kDqBuffers_ = 1>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -100,6 +100,15 @@ struct BwdDkvTraitsOf {
   static constexpr int kDsBytes = kBlockM * 64 * 2;
   static constexpr int kDqBytes = kDqTileRows * kD * 4;
   static constexpr int kDqTiles = kBlockM / kDqTileRows;
+  // Fused: the step's dQ tiles are in one of kDqBuffers sets (step s in set s % kDqBuffers),
+  // each with a writer thread of its own. The ordered writer's step is a chain of memory
+  // round trips (poll the semaphore, add, wait for the add to complete, release) that does not
+  // scale with the SM clock (run 27d: the ordered kernel 9% slower than the atomic one at 1.77
+  // GHz, level at 1.36); two writers keep two steps' chains in flight, and neither defers its
+  // release to the other's progress (a release deferred to the next step's issue would chain
+  // every key tile of a head one step behind the one before).
+  static constexpr int kDqBuffers = kDqBuffers_;
+  static constexpr int kDqSlots = kDqTiles * kDqBuffers;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
@@ -107,16 +116,18 @@ struct BwdDkvTraitsOf {
   // over everything.
   static constexpr int kDsOffset = 2 * kKVBytes;
   static constexpr int kDqOffset = kDsOffset + (kFused ? kConsumers * kDsBytes : 0);
-  static constexpr int kStagesOffset = kDqOffset + (kFused ? kDqTiles * kDqBytes : 0);
+  static constexpr int kStagesOffset = kDqOffset + (kFused ? kDqSlots * kDqBytes : 0);
   static constexpr int kTileBytes = kStagesOffset + kStages * kStageBytes;
   static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
   // Persistent: one more barrier, K_j and V_j "empty" (the block's consumers are past the
   // epilogue and its writer has read the tile's index), and the index itself (a slot of 8
   // bytes) after the barriers.
-  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqTiles : 0) + kPersistent;
+  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqSlots : 0) + kPersistent;
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers + 8 * kPersistent;
   static_assert(!kFused || kOutBytes <= kDqOffset, "the fused epilogue stages over K, V and dS");
   static_assert(kFused || !kPersistent, "the persistent grid is the fused kernel's");
+  static_assert(kDqBuffers == 1 || kDqBuffers == 2, "one or two sets of dQ tiles");
+  static_assert(kFused || kDqBuffers == 1, "dQ tiles are the fused kernel's");
   static_assert(kDsOffset % kSwizzleAtom == 0 && kStagesOffset % kSwizzleAtom == 0,
                 "tiles must stay 1024-byte aligned");
   // Persistent: the producer's loop over tiles needs 56 registers (at 40 ptxas spilled 16-24
@@ -154,6 +165,15 @@ template <typename Element, int kStages, int kDqMode, bool kPersistent = false>
 struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, kPersistent> {
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
+
+// Persistent fused kernels with two sets of dQ tiles and two writers (a tuning variant, with
+// two stages to make room: fused90=2; run 28).
+template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers>
+struct BwdFusedRowsBufferedTraits
+    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, kDqBuffers> {};
+template <typename Element, int kStages, int kDqMode, int kDqBuffers>
+struct BwdFusedColsBufferedTraits
+    : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers> {};
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
@@ -205,9 +225,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // tile has a "full" barrier (its consumers' threads arrived) and an "empty" one (the writer
   // thread has read it).
   auto sDS = [&](int c) { return base + T::kDsOffset + c * T::kDsBytes; };
+  // (u is a slot: tile u % kDqTiles of set u / kDqTiles; step s uses set s % kDqBuffers, at
+  // phase (s / kDqBuffers) & 1 of its barriers.)
   auto sDQ = [&](int u) { return base + T::kDqOffset + u * T::kDqBytes; };
   auto bar_dq_full = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + u); };
-  auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqTiles + u); };
+  auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqSlots + u); };
+  auto dq_slot = [](int u, int s) { return u + T::kDqTiles * (s % T::kDqBuffers); };
+  auto dq_phase = [](int s) { return (s / T::kDqBuffers) & 1; };
   // Persistent: K_j and V_j free for the next tile, and the next tile's index (-1: none left),
   // written by the producer before it arrives on bar_kv.
   [[maybe_unused]] const uint32_t bar_kv_empty = bar_kv + 8 * (T::kBarriers - 1);
@@ -223,12 +247,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
     if constexpr (T::kFused) {
-      for (int u = 0; u < T::kDqTiles; ++u) {
+      for (int u = 0; u < T::kDqSlots; ++u) {
         mbar_init(bar_dq_full(u), 128 * T::kConsumers / T::kDqTiles);
         mbar_init(bar_dq_empty(u), 1);
       }
     }
-    if constexpr (T::kPersistent) mbar_init(bar_kv_empty, 128 * T::kConsumers + 1);
+    if constexpr (T::kPersistent) mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqBuffers);
     mbar_init_fence();
   }
   __syncthreads();
@@ -316,7 +340,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       }
     }
     if constexpr (T::kFused) {
-      if (tid == 32) {
+      // Writer w (thread 32 + 32 w: a warp each, so that their polls do not serialize) takes
+      // the steps of dQ set w.
+      if (tid == 32 || (T::kDqBuffers == 2 && tid == 64)) {
+        const int writer = tid / 32 - 1;
         // The dQ writer (Alg. 2 line 16's sum over key tiles): for every step, the consumers'
         // dQ tiles into the query tile's float32 accumulator. Ordered: key tile j adds to
         // query tile i after the j tiles before it (every key tile below j sees the queries
@@ -338,6 +365,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           for (int it = 0, k = 0, hq = w.h_kv * args.group; it < w.total;
                ++it, k = k + 1 == w.per_head ? (++hq, 0) : k + 1) {
             const int s = steps + it;
+            if (T::kDqBuffers == 2 && s % 2 != writer) continue;
             const int64_t first_tile = (static_cast<int64_t>(w.b) * args.H + hq) * m_tiles_pad +
                                        kTilesPerStep * w.query_tile(k);
 #pragma unroll
@@ -346,13 +374,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
                 fence_proxy_async_global();
               }
-              mbar_wait(bar_dq_full(u), s & 1);
-              bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD), sDQ(u),
-                                  T::kDqBytes);
+              mbar_wait(bar_dq_full(dq_slot(u, s)), dq_phase(s));
+              bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD),
+                                  sDQ(dq_slot(u, s)), T::kDqBytes);
             }
             bulk_wait_read();
 #pragma unroll
-            for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(u));
+            for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(dq_slot(u, s)));
             if constexpr (T::kDqMode == kDqOrdered) {
               bulk_wait_complete();  // written, before the next key tile may add
               fence_proxy_async_global();
@@ -539,7 +567,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         store_ds(ds_frag);
         fence_proxy_async_shared();
         named_bar_sync(4, 256);  // both consumers' dS is whole before either's dQ reads it
-        const int u = T::kDqByRows ? c : 0, first_half = T::kDqByCols ? c : 0;
+        const int u = dq_slot(T::kDqByRows ? c : 0, s), first_half = T::kDqByCols ? c : 0;
         float acc_dq[32];
         issue_dq(acc_dq, first_half);
         wgmma_wait<0>();
@@ -547,7 +575,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         fence_registers(acc_dk);
         fence_registers(acc_dq);
         mbar_arrive(bar_empty(st));
-        mbar_wait(bar_dq_empty(u), (s & 1) ^ 1);  // the writer has read the last one
+        mbar_wait(bar_dq_empty(u), dq_phase(s) ^ 1);  // the writer has read the set's last
         store_dq(u, acc_dq, first_half);
         if constexpr (T::kDqByRows) {
 #pragma unroll

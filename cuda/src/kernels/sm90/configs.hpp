@@ -182,6 +182,8 @@ struct BwdConfig;
 // of dQ tiles (with two stages to make room), two sets of dS (one named barrier a step, not
 // two), two stages alone, and dK, dV staged over dS and dQ so that the next K_j, V_j load under
 // the epilogue: each level with this one within the rounds' spread (docs/perf-notes.md).
+// FLASHREF_CUDA_TUNE fused90=2 (tuning builds): two stages, two sets of dQ tiles and a writer
+// thread for each (TwoWriters*; run 28, built after run 27d, not yet run on a GPU).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -190,6 +192,8 @@ struct BwdConfig<Element, 64> {
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+  using TwoWritersOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
+  using TwoWritersAtomic = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqAtomic, 2>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -199,6 +203,8 @@ struct BwdConfig<Element, 128> {
   using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
+  using TwoWritersOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
+  using TwoWritersAtomic = BwdFusedColsBufferedTraits<Element, 2, kDqAtomic, 2>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -308,6 +308,11 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
           return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
         return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
       }
+      if (tune().fused90 == 2) {
+        if (args.dq_semaphore != nullptr)
+          return backward_fused<kDtype, typename Config::TwoWritersOrdered>(args, stream);
+        return backward_fused<kDtype, typename Config::TwoWritersAtomic>(args, stream);
+      }
     }
     if constexpr (kD == 64) {
       // Without a causal mask, a block per key tile (configs.hpp: runs 27a and 27b).
