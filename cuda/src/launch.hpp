@@ -31,4 +31,13 @@ struct FusedDqWorkspace {
   long long accum_floats = 0, semaphores = 0, tile_counters = 0;
 };
 FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy);
+// The sm90 fused backward's grid: persistent (a block per multiprocessor taking key tiles from
+// the workspace's counter), except at d = 64 without a causal mask, where every key tile takes
+// the same steps and the grid of a block per key tile was 2.5-3.8% faster (kernels/sm90/
+// configs.hpp: runs 27a and 27b; at d = 128 the two were level). Inline: the sm90 launchers
+// (kernels/sm90/launch.cuh) and the host tests read it.
+enum class FusedGrid { persistent, per_key_tile };
+inline FusedGrid fused_grid(int compiled_d, bool causal) {
+  return compiled_d == 64 && !causal ? FusedGrid::per_key_tile : FusedGrid::persistent;
+}
 }  // namespace flashref::cuda

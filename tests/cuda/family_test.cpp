@@ -154,6 +154,15 @@ TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedFromAThousandKeys) {
   EXPECT_EQ(dq_strategy(Family::sm90, true, 1), DqStrategy::separate_pass);
 }
 
+// The fused backward's grid (dispatch.cu): persistent, except at d = 64 without a causal mask
+// (runs 27a-b); launch.cuh has a kernel for each answer only at d = 64.
+TEST(CudaDqStrategy, FusedGridIsPersistentButForD64WithoutTheMask) {
+  EXPECT_EQ(fused_grid(64, false), FusedGrid::per_key_tile);
+  EXPECT_EQ(fused_grid(64, true), FusedGrid::persistent);
+  EXPECT_EQ(fused_grid(128, false), FusedGrid::persistent);
+  EXPECT_EQ(fused_grid(128, true), FusedGrid::persistent);
+}
+
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
   kernels::AttnArgs a;
   a.B = 2;

@@ -22,6 +22,7 @@
 #include "kernels/sm90/bwd_dq.cuh"
 #include "kernels/sm90/bwd_postprocess.cuh"
 #include "kernels/sm90/configs.hpp"
+#include "launch.hpp"
 
 namespace flashref::cuda::sm90 {
 
@@ -315,8 +316,7 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       }
     }
     if constexpr (kD == 64) {
-      // Without a causal mask, a block per key tile (configs.hpp: runs 27a and 27b).
-      if (args.causal == 0) {
+      if (fused_grid(kD, args.causal != 0) == FusedGrid::per_key_tile) {
         if (args.dq_semaphore != nullptr)
           return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
         return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
