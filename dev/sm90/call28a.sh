@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run 28a (planned after run 27d; copy to .device/ and run there after scripts/device-build,
-# carrying .device): fused90=2 (two stages, two dQ sets, a writer thread for each) on two blocks
+# Run 28a (planned after run 27d). Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test
+# cuda_properties_test cuda_determinism_test cuda_large_problems_test" scripts/device-build,
+# then cp dev/sm90/call28a.sh .device/; on the device: bash .device/call28a.sh, carrying .device.
+# What it runs: fused90=2 (two stages, two dQ sets, a writer thread for each) on two blocks
 # through the suites and the sanitizers, against the default's bits; then three rounds, order
 # rotating, default / fused90=2 / atomic; then Nsight Compute at free clocks on S = 1k d = 128.
 set -u
