@@ -154,8 +154,8 @@ TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedFromAThousandKeys) {
   EXPECT_EQ(dq_strategy(Family::sm90, true, 1), DqStrategy::separate_pass);
 }
 
-// The fused backward's grid (dispatch.cu): persistent, except at d = 64 without a causal mask
-// (runs 27a-b); launch.cuh has a kernel for each answer only at d = 64.
+// The fused backward's grid (launch.hpp): persistent, except at d = 64 without a causal mask
+// (runs 27a-b); kernels/sm90/launch.cuh compiles a kernel for each answer only at d = 64.
 TEST(CudaDqStrategy, FusedGridIsPersistentButForD64WithoutTheMask) {
   EXPECT_EQ(fused_grid(64, false), FusedGrid::per_key_tile);
   EXPECT_EQ(fused_grid(64, true), FusedGrid::persistent);

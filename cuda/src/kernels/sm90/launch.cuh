@@ -283,6 +283,14 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
                   128, 0, args, stream, "bwd_dq_postprocess");
 }
 
+// The fused kernel of `Ordered` or `Atomic`, as the workspace asks (args.dq_semaphore set: the
+// ordered adds).
+template <DType kDtype, typename Ordered, typename Atomic>
+void backward_fused_as_asked(const kernels::AttnArgs& args, cudaStream_t stream) {
+  if (args.dq_semaphore != nullptr) return backward_fused<kDtype, Ordered>(args, stream);
+  backward_fused<kDtype, Atomic>(args, stream);
+}
+
 // The two passes: dQ's on `stream`, dK/dV's on `side`.
 template <DType kDtype, typename Dq, typename Dkv>
 void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
@@ -304,27 +312,22 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
     if constexpr (kTuningVariants) {
-      if (tune().fused90 == 1) {
-        if (args.dq_semaphore != nullptr)
-          return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
-        return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
-      }
-      if (tune().fused90 == 2) {
-        if (args.dq_semaphore != nullptr)
-          return backward_fused<kDtype, typename Config::TwoWritersOrdered>(args, stream);
-        return backward_fused<kDtype, typename Config::TwoWritersAtomic>(args, stream);
-      }
+      if (tune().fused90 == 1)
+        return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
+                                       typename Config::OtherAtomic>(args, stream);
+      if (tune().fused90 == 2)
+        return backward_fused_as_asked<kDtype, typename Config::TwoWritersOrdered,
+                                       typename Config::TwoWritersAtomic>(args, stream);
     }
+    // (The grid of a block per key tile is compiled into default builds at d = 64 alone, the
+    // one head dim where fused_grid picks it.)
     if constexpr (kD == 64) {
-      if (fused_grid(kD, args.causal != 0) == FusedGrid::per_key_tile) {
-        if (args.dq_semaphore != nullptr)
-          return backward_fused<kDtype, typename Config::OtherOrdered>(args, stream);
-        return backward_fused<kDtype, typename Config::OtherAtomic>(args, stream);
-      }
+      if (fused_grid(kD, args.causal != 0) == FusedGrid::per_key_tile)
+        return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
+                                       typename Config::OtherAtomic>(args, stream);
     }
-    if (args.dq_semaphore != nullptr)
-      return backward_fused<kDtype, typename Config::FusedOrdered>(args, stream);
-    return backward_fused<kDtype, typename Config::FusedAtomic>(args, stream);
+    return backward_fused_as_asked<kDtype, typename Config::FusedOrdered,
+                                   typename Config::FusedAtomic>(args, stream);
   }
   backward_two_passes<kDtype, typename Config::Dq, typename Config::Dkv>(args, stream, side);
 }
