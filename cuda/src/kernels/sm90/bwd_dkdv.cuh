@@ -166,11 +166,12 @@ struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, k
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 
-// Persistent fused kernels with two sets of dQ tiles and two writers (a tuning variant, with
-// two stages to make room: fused90=2; run 28).
-template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers>
+// Fused kernels with two sets of dQ tiles and two writers, with two stages to make room (the
+// persistent ordered kernel's; run 28a).
+template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers,
+          bool kPersistent = true>
 struct BwdFusedRowsBufferedTraits
-    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, kDqBuffers> {};
+    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, kPersistent, kDqBuffers> {};
 template <typename Element, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedColsBufferedTraits
     : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers> {};

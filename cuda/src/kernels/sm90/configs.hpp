@@ -182,28 +182,39 @@ struct BwdConfig;
 // of dQ tiles (with two stages to make room), two sets of dS (one named barrier a step, not
 // two), two stages alone, and dK, dV staged over dS and dQ so that the next K_j, V_j load under
 // the epilogue: each level with this one within the rounds' spread (docs/perf-notes.md).
-// FLASHREF_CUDA_TUNE fused90=2 (tuning builds): two stages, two sets of dQ tiles and a writer
-// thread for each (TwoWriters*; run 28, built after run 27d, not yet run on a GPU).
+// The ordered kernel (FusedOrdered) keeps two sets of dQ tiles, each with a writer thread of
+// its own, and two stages to make room: its writer's step is a chain of memory round trips
+// (poll, add, wait, release) that one thread ran one step at a time (run 27d). Run 28a
+// (bench/results/2026-12-03-h200-run28a, `flashref bench` backward, causal, medians of 30,
+// three rounds in rotating order, same call): S = 1k (B 32) d = 128 1.094-1.096 ms against
+// 1.158-1.160 for one writer and three stages (atomic 1.083-1.085), d = 64 0.652-0.655 against
+// 0.664; S = 2k d = 128 1.658-1.679 against 1.696-1.725; S = 4k d = 128 2.846-3.002 against
+// 2.836-2.940; the leaderboard d = 128 5.203-5.205 against 5.217-5.257, d = 64 2.982-3.036
+// against 3.062-3.079; Nsight Compute at free clocks (S = 1k d = 128): 1.502M cycles against
+// 1.631M, the atomic kernel's 1.491M; the same bits on 120 outputs.
+// FLASHREF_CUDA_TUNE fused90=2 (tuning builds): the atomic kernel the same way (TwoWritersAtomic,
+// not yet timed against the three-stage one); fused90=3: at d = 64 the ordered kernel on the
+// grid of a block per key tile with two writers (OtherTwoWritersOrdered, for the no-mask
+// backward; run 28b).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
   using Dkv = BwdDkvTraits<Element, 64, 3>;
-  using FusedOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered, true>;
+  using FusedOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  using TwoWritersOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
   using TwoWritersAtomic = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqAtomic, 2>;
+  using OtherTwoWritersOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2, false>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
-  using FusedOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered, true>;
+  using FusedOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
   using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
-  using TwoWritersOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
   using TwoWritersAtomic = BwdFusedColsBufferedTraits<Element, 2, kDqAtomic, 2>;
 };
 
