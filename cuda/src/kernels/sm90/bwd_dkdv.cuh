@@ -166,12 +166,11 @@ struct BwdFusedColsTraits : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, k
   static_assert(kDqMode != kDqPass, "the fused kernel adds dQ");
 };
 
-// Fused kernels with two sets of dQ tiles and two writers, with two stages to make room (the
-// persistent ordered kernel's; run 28a).
-template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers,
-          bool kPersistent = true>
+// Persistent fused kernels with two sets of dQ tiles and two writers, with two stages to make
+// room (the ordered kernel's; run 28a).
+template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedRowsBufferedTraits
-    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, kPersistent, kDqBuffers> {};
+    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, kDqBuffers> {};
 template <typename Element, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedColsBufferedTraits
     : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers> {};

@@ -192,10 +192,13 @@ struct BwdConfig;
 // 2.836-2.940; the leaderboard d = 128 5.203-5.205 against 5.217-5.257, d = 64 2.982-3.036
 // against 3.062-3.079; Nsight Compute at free clocks (S = 1k d = 128): 1.502M cycles against
 // 1.631M, the atomic kernel's 1.491M; the same bits on 120 outputs.
-// FLASHREF_CUDA_TUNE fused90=2 (tuning builds): the atomic kernel the same way (TwoWritersAtomic,
-// not yet timed against the three-stage one); fused90=3: at d = 64 the ordered kernel on the
-// grid of a block per key tile with two writers (OtherTwoWritersOrdered, for the no-mask
-// backward; run 28b).
+// The atomic kernel keeps one writer and three stages: run 28b (bench/results/2026-12-03-h200-
+// run28b, medians of 20, two rounds) timed it with two writers and two dQ sets at 1.090-1.091
+// ms against 1.083-1.084 at S = 1k d = 128, and 5.024-5.104 against 5.004-5.046 on the
+// leaderboard d = 128: level or slower, its adds have no chain to overlap. Nor did two writers
+// move d = 64's no-mask backward (the leaderboard without the mask): on the grid of a block per
+// key tile 6.008 / 6.108 ms, persistent 6.040 / 6.058, against the default's 6.002 / 6.105.
+// Both variants were deleted.
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -204,8 +207,6 @@ struct BwdConfig<Element, 64> {
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  using TwoWritersAtomic = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqAtomic, 2>;
-  using OtherTwoWritersOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2, false>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -215,7 +216,6 @@ struct BwdConfig<Element, 128> {
   using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
-  using TwoWritersAtomic = BwdFusedColsBufferedTraits<Element, 2, kDqAtomic, 2>;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -315,14 +315,6 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       if (tune().fused90 == 1)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
                                        typename Config::OtherAtomic>(args, stream);
-      if (tune().fused90 == 2)
-        return backward_fused_as_asked<kDtype, typename Config::FusedOrdered,
-                                       typename Config::TwoWritersAtomic>(args, stream);
-      if constexpr (kD == 64) {
-        if (tune().fused90 == 3)
-          return backward_fused_as_asked<kDtype, typename Config::OtherTwoWritersOrdered,
-                                         typename Config::OtherAtomic>(args, stream);
-      }
     }
     // (The grid of a block per key tile is compiled into default builds at d = 64 alone, the
     // one head dim where fused_grid picks it.)
