@@ -81,7 +81,6 @@ constexpr int fused_bwd_wave_tiles(int kD) {
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
 //      <= 0 always runs);
 //   6: the d = 128 configuration before run 17, with two stages (folded);
-//   5: at d = 64 and S_q <= 1024, FwdShortConfig's tiles with kHalfDiagonal (fwd.cuh);
 //   7: at d = 64, the 192-row tiles (FwdConfig) at S_q <= 1024 too (FwdShortConfig's
 //      measurement; a default kernel, so any build takes it: the GPU suites run with it);
 //   12: the epilogue the configuration does not take (FwdTraits::kStoreOByTma, below).
@@ -111,12 +110,6 @@ struct FwdVariant<Element, 128, 6> {
 template <typename Element>
 struct FwdVariant<Element, 128, 12> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, false>;
-};
-// 5: at d = 64, S_q <= 1024 (FwdShortConfig's tiles), kHalfDiagonal: the consumer of a tile's
-// first 64 rows runs the diagonal's key tile over its first 64 keys (run 28c).
-template <typename Element>
-struct FwdVariant<Element, 64, 5> {
-  using Traits = FwdTraitsHalfDiagonal<Element, 64, 2, 3, true, 128, true>;
 };
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {

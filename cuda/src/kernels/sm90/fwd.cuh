@@ -58,11 +58,6 @@ struct FwdTraits {
   // first product; or (false) O written from the registers, 4 bytes a thread and 8 rows a warp
   // instruction. Needs O's tile to fit in K's (B_q <= B_k) and O's tensor map (launch.cuh).
   static constexpr bool kStoreOByTma = kStoreOByTma_;
-  // A key tile whose last 64 keys no row of a consumer sees (for the consumer of a 128-row
-  // tile's first 64 rows, the causal diagonal's tile when B_k = B_q = 128; or the end of the
-  // keys) runs that consumer's two products over its first 64 keys alone
-  // (FwdTraitsHalfDiagonal).
-  static constexpr bool kHalfDiagonal = false;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
@@ -91,15 +86,6 @@ template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong,
 struct FwdTraitsFoldScale
     : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent, kStoreOByTma> {
   static constexpr bool kFoldScale = true;
-};
-
-// The tiles above with kHalfDiagonal (B_k = 128 only: the half is one m64n64 product).
-template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong, int kBlockN,
-          bool kPersistent, bool kStoreOByTma = false>
-struct FwdTraitsHalfDiagonal : FwdTraitsFoldScale<Element, kD, kConsumers, kStages, kPingPong,
-                                                  kBlockN, kPersistent, kStoreOByTma> {
-  static constexpr bool kHalfDiagonal = true;
-  static_assert(kBlockN == 128, "the half is the first 64 keys of a 128-key tile");
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -253,33 +239,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       WgmmaSS<Element, kBlockN>::run(acc_s, a, bk, ks > 0 ? 1 : 0);
     }
   };
-  // kHalfDiagonal: S over the tile's first 64 keys (the first 32 accumulators; the rest are
-  // set to -inf once it has landed, hidden_upper_to_inf).
-  auto issue_s_half = [&](float(&acc_s)[kBlockN / 2], int st) {
-    if constexpr (T::kHalfDiagonal) {
-      float(&acc_half)[32] = *reinterpret_cast<float(*)[32]>(&acc_s[0]);
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
-        const uint64_t a = make_smem_desc(
-            sQ + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
-            kSwizzleAtom);
-        const uint64_t bk =
-            make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
-        WgmmaSS<Element, 64>::run(acc_half, a, bk, ks > 0 ? 1 : 0);
-      }
-    }
-  };
-  auto hidden_upper_to_inf = [&](float(&acc_s)[kBlockN / 2]) {
-#pragma unroll
-    for (int i = 32; i < kBlockN / 2; ++i) acc_s[i] = -INFINITY;
-  };
   float acc_o[kD / 2];
-  // O += P~ V_j (kHalfDiagonal, `half`: over the tile's first 64 keys alone).
-  auto issue_pv = [&](const uint32_t(&p)[kBlockN / 16][4], int st, bool half) {
+  auto issue_pv = [&](const uint32_t(&p)[kBlockN / 16][4], int st) {  // O += P~ V_j
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      if (T::kHalfDiagonal && half && kk >= 64 / 16) continue;
       const uint64_t bv =
           make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes), kBlockN * kSwizzleBytes, kSwizzleAtom);
       WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
@@ -350,17 +313,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       return n0 + kBlockN > args.S_k ||
              (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
     };
-    // kHalfDiagonal: whether no row of this consumer sees the keys n0 + 64 and up (a masked
-    // tile's question only: a full tile's keys are all seen).
-    auto upper_hidden = [&](int n0) {
-      if constexpr (!T::kHalfDiagonal) {
-        return false;
-      } else {
-        const int64_t last_row = static_cast<int64_t>(row0) + c * 64 + 63 + args.causal_offset;
-        return n0 + 64 >= args.S_k || (args.causal && last_row < n0 + 64);
-      }
-    };
-    bool pv_half = false;  // the tile of p_frag had its upper half hidden
 
     // Alg. 1 line 6: O = 0, l = 0, m = -inf.
 #pragma unroll
@@ -375,21 +327,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     {
       const int st = it % kStages;
       float acc_s[kBlockN / 2];
-      const bool s_half = upper_hidden(n * kBlockN);
       mbar_wait(bar_k(st), (it / kStages) & 1);
       take_turn();
       wgmma_fence();
-      if (s_half)
-        issue_s_half(acc_s, st);
-      else
-        issue_s(acc_s, st);
+      issue_s(acc_s, st);
       wgmma_commit();
       pass_turn();
       release_staged_o();  // the last tile's O, under this product
       wgmma_wait<0>();
       fence_registers(acc_s);
-      if (s_half) hidden_upper_to_inf(acc_s);
-      pv_half = s_half;
       if (needs_mask(n * kBlockN))
         online_softmax<kBlockN, T::kFoldScale, true>(acc_s, row_m, row_l, alpha, limit, n * kBlockN,
                                                      t, args.scale_log2);
@@ -402,23 +348,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     auto visit = [&](int n, auto masked) {
       const int st = it % kStages, st_prev = (it - 1) % kStages;
       float acc_s[kBlockN / 2];
-      const bool s_half = decltype(masked)::value && upper_hidden(n * kBlockN);
       mbar_wait(bar_k(st), (it / kStages) & 1);
       mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
       take_turn();
       wgmma_fence();
-      if (s_half)
-        issue_s_half(acc_s, st);
-      else
-        issue_s(acc_s, st);
+      issue_s(acc_s, st);
       wgmma_commit();
-      issue_pv(p_frag, st_prev, pv_half);
+      issue_pv(p_frag, st_prev);
       wgmma_commit();
       pass_turn();
       wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
       fence_registers(acc_s);
-      if (s_half) hidden_upper_to_inf(acc_s);
-      pv_half = s_half;
       online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value>(
           acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       wgmma_wait<0>();
@@ -440,7 +380,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     {  // the last P~ V
       mbar_wait(bar_v(st_last), ((it - 1) / kStages) & 1);
       wgmma_fence();
-      issue_pv(p_frag, st_last, pv_half);
+      issue_pv(p_frag, st_last);
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(acc_o);
