@@ -148,15 +148,16 @@ struct FwdConfig<Element, 128> {
 //
 // The fused backward (dQ added from the dK/dV pass, kernels/sm90/bwd_dkdv.cuh), each head's
 // query tiles walked down. At d = 64, 128 queries per step with dQ made by rows
-// (BwdFusedRowsTraits), three stages. Run 14b, leaderboard backward, medians of 20, two rounds,
-// same call: ordered 3.399-3.409 ms and atomic 3.118-3.166 against 4.257-4.287 and 4.067-4.087
-// for run 13's 64-query kernels with partials (deleted), and 3.910-3.933 for the two passes.
-// At d = 128, 64 queries per step with dQ made by columns (BwdFusedColsTraits), three stages
-// (one 32 KB dQ tile leaves room for them: 216 KB). Run 15a, leaderboard: ordered 5.528-5.596,
-// atomic 5.404-5.578, against 6.453-6.537 for the two passes (run 14c: run 14's 64-query
-// kernel with partials and two stages, atomic, 6.684; that kernel and a two-stage one by
-// columns were deleted untimed in run 15, their set of run 15a cut off by the call's limit).
-// Which strategy runs is dispatch.cu's dq_strategy, with its measured reasons.
+// (BwdFusedRowsTraits), three stages (the ordered kernel two since run 28a, below). Run 14b,
+// leaderboard backward, medians of 20, two rounds, same call: ordered 3.399-3.409 ms and
+// atomic 3.118-3.166 against 4.257-4.287 and 4.067-4.087 for run 13's 64-query kernels with
+// partials (deleted), and 3.910-3.933 for the two passes. At d = 128, 64 queries per step with dQ
+// made by columns (BwdFusedColsTraits), three stages (one 32 KB dQ tile leaves room for them: 216
+// KB; the ordered kernel, since run 28a, two stages and two dQ tiles, 215 KB). Run 15a,
+// leaderboard: ordered 5.528-5.596, atomic 5.404-5.578, against 6.453-6.537 for the two passes (run
+// 14c: run 14's 64-query kernel with partials and two stages, atomic, 6.684; that kernel and a
+// two-stage one by columns were deleted untimed in run 15, their set of run 15a cut off by the
+// call's limit). Which strategy runs is dispatch.cu's dq_strategy, with its measured reasons.
 template <typename Element, int kD>
 struct BwdConfig;
 //
