@@ -55,7 +55,7 @@ namespace flashref::cuda::kernels::sm90 {
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
-          bool kPersistent_ = false, int kDqBuffers_ = 1>
+          bool kPersistent_ = false, int kDqBuffers_ = 1, int kDqSchedule_ = 0>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -109,13 +109,26 @@ struct BwdDkvTraitsOf {
   // every key tile of a head one step behind the one before).
   static constexpr int kDqBuffers = kDqBuffers_;
   static constexpr int kDqSlots = kDqTiles * kDqBuffers;
+  // Fused: when step s's dQ product is issued. kDqInStep (0): in step s, after both consumers'
+  // dS_s is in shared memory (two named barriers over both a step: the consumers run in lock
+  // step, and their softmax phases leave the tensor pipe idle together). kDqDeferred (1): in
+  // step s + 1, after its softmax, before its dV and dK (the last step's after the walk), with
+  // dS in two sets (step s in set s % 2); each consumer waits only for the other's dS_s (one
+  // named barrier, arrived on by the other), so the two may run up to a step apart and one's
+  // softmax may run under the other's products. kDqDeferredTurns (2): the same, and the
+  // consumers take turns issuing S^T and dP^T (FlashAttention-3's forward ping-pong), which
+  // sets them half a step apart.
+  static constexpr int kDqSchedule = kDqSchedule_;
+  static constexpr bool kDqDeferred = kFused && kDqSchedule_ > 0;
+  static constexpr bool kDqTurns = kFused && kDqSchedule_ == 2;
+  static constexpr int kDsSets = kDqDeferred ? 2 : 1;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
   // tiles never meet it and a persistent block's next stages load beside it; in the dK/dV pass
   // over everything.
   static constexpr int kDsOffset = 2 * kKVBytes;
-  static constexpr int kDqOffset = kDsOffset + (kFused ? kConsumers * kDsBytes : 0);
+  static constexpr int kDqOffset = kDsOffset + (kFused ? kDsSets * kConsumers * kDsBytes : 0);
   static constexpr int kStagesOffset = kDqOffset + (kFused ? kDqSlots * kDqBytes : 0);
   static constexpr int kTileBytes = kStagesOffset + kStages * kStageBytes;
   static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
@@ -128,6 +141,7 @@ struct BwdDkvTraitsOf {
   static_assert(kFused || !kPersistent, "the persistent grid is the fused kernel's");
   static_assert(kDqBuffers == 1 || kDqBuffers == 2, "one or two sets of dQ tiles");
   static_assert(kFused || kDqBuffers == 1, "dQ tiles are the fused kernel's");
+  static_assert(!kDqDeferred || (kPersistent && kDsFirst), "deferred dQ: the persistent kernels");
   static_assert(kDsOffset % kSwizzleAtom == 0 && kStagesOffset % kSwizzleAtom == 0,
                 "tiles must stay 1024-byte aligned");
   // Persistent: the producer's loop over tiles needs 56 registers (at 40 ptxas spilled 16-24
@@ -174,6 +188,15 @@ struct BwdFusedRowsBufferedTraits
 template <typename Element, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedColsBufferedTraits
     : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers> {};
+
+// Persistent fused kernels with dQ's product deferred a step (kDqSchedule 1 or 2; tuning
+// variants, run 29).
+template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers, int kDqSchedule>
+struct BwdFusedRowsDeferredTraits
+    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, kDqBuffers, kDqSchedule> {};
+template <typename Element, int kStages, int kDqMode, int kDqBuffers, int kDqSchedule>
+struct BwdFusedColsDeferredTraits
+    : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers, kDqSchedule> {};
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
@@ -224,7 +247,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // Fused: consumer c's dS, and dQ tile u (by rows consumer u's, by columns the one). Each dQ
   // tile has a "full" barrier (its consumers' threads arrived) and an "empty" one (the writer
   // thread has read it).
-  auto sDS = [&](int c) { return base + T::kDsOffset + c * T::kDsBytes; };
+  // (Deferred: dS in set `set`, consumer c's at set * kConsumers + c.)
+  auto sDS = [&](int c, int set = 0) {
+    return base + T::kDsOffset + (set * T::kConsumers + c) * T::kDsBytes;
+  };
   // (u is a slot: tile u % kDqTiles of set u / kDqTiles; step s uses set s % kDqBuffers, at
   // phase (s / kDqBuffers) & 1 of its barriers.)
   auto sDQ = [&](int u) { return base + T::kDqOffset + u * T::kDqBytes; };
@@ -432,12 +458,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // ds_frag[kk] transposed by stmatrix, stored row r (query 16 kk + 8 (m / 2) + r) receiving
   // keys 16 w + 8 (m % 2) .. + 7, which is 16-byte chunk 2 w + m % 2 of the row, swizzled.
   const int warp = (tid % 128) / 32;
-  auto store_ds = [&](const uint32_t(&frag)[kBlockM / 16][4]) {
+  auto store_ds = [&](const uint32_t(&frag)[kBlockM / 16][4], int set = 0) {
     const int m = lane / 8, r = lane % 8;
 #pragma unroll
     for (int kk = 0; kk < kBlockM / 16; ++kk) {
       const int q = 16 * kk + 8 * (m / 2) + r;
-      stmatrix_x4_trans(sDS(c) + q * kSwizzleBytes + (((2 * warp + m % 2) ^ r) * 16), frag[kk]);
+      stmatrix_x4_trans(sDS(c, set) + q * kSwizzleBytes + (((2 * warp + m % 2) ^ r) * 16),
+                        frag[kk]);
     }
   };
   // dQ_i = dS K_j over the whole key tile: both consumers' dS (keys 0-63 in sDS(0), 64-127 in
@@ -446,9 +473,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // columns half = c. Stored into a dQ tile in register order (float4 k of thread x at
   // ((8 half + k) x 128 + x) x 16 bytes: a warp's stores are 512 contiguous bytes), and handed
   // to the writer.
-  auto issue_dq = [&](float(&acc)[32], int half) {
+  auto issue_dq = [&](float(&acc)[32], int half, int set = 0) {
     constexpr uint32_t kRowsPerConsumer = T::kDqByRows ? 64 * kSwizzleBytes : 0;
-    const uint64_t a0 = make_smem_desc(sDS(0) + c * kRowsPerConsumer, 16, kSwizzleAtom);
+    const uint64_t a0 = make_smem_desc(sDS(0, set) + c * kRowsPerConsumer, 16, kSwizzleAtom);
     const uint64_t b0 = make_smem_desc(sK + half * (kBlockN * kSwizzleBytes),
                                        kBlockN * kSwizzleBytes, kSwizzleAtom);
     wgmma_fence();
@@ -467,6 +494,33 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       *reinterpret_cast<float4*>(out + ((half * 8 + k) * 128 + tid % 128) * 4) =
           make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
   };
+
+  // Deferred: dQ of step sd (in acc) to its tile for the writer; by rows the other 64-column
+  // halves are made here from dS set `set`.
+  [[maybe_unused]] auto hand_dq = [&](int sd, float(&acc)[32], int set) {
+    const int u = dq_slot(T::kDqByRows ? c : 0, sd), first_half = T::kDqByCols ? c : 0;
+    mbar_wait(bar_dq_empty(u), dq_phase(sd) ^ 1);  // the writer has read the set's last
+    store_dq(u, acc, first_half);
+    if constexpr (T::kDqByRows) {
+#pragma unroll
+      for (int half = 1; half < kD / 64; ++half) {
+        issue_dq(acc, half, set);
+        wgmma_wait<0>();
+        fence_registers(acc);
+        store_dq(u, acc, half);
+      }
+    }
+    fence_proxy_async_shared();  // read by the TMA (the async proxy)
+    mbar_arrive(bar_dq_full(u));
+  };
+  // Deferred: named barrier 6 + 2 c + s % 2 is consumer c's dS_s in place, and c done reading
+  // the set's dS before it (its dQ product of step s - 1 complete); c arrives, the other waits.
+  // Two per consumer, by the step's parity, since a consumer may arrive for step s + 1 before
+  // the other has waited for step s. Turns: barrier 10 + c is consumer c's turn to issue.
+  [[maybe_unused]] auto ds_ready = [](int c_of, int s) { return 6 + 2 * c_of + (s & 1); };
+  if constexpr (T::kDqTurns) {
+    if (c == 1) named_bar_arrive(10, 256);  // consumer 0 goes first
+  }
 
   // (A grid of one block per tile runs the body once: as a loop, ptxas spilled 400 bytes.)
   for (int n = 0, steps = 0; T::kPersistent || n < 1; ++n) {
@@ -494,7 +548,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // other steps run no index math (the mask's compares were predicated into every step, 133
     // ISETP and 64 FSEL of the d = 64 fused kernel's 1,066 instructions a step, run 19b; and
     // with the single-key rows' code in both copies ptxas spilled).
-    auto step = [&](int s, int m0, bool needs_mask, bool has_single, auto special) {
+    auto step = [&](int s, int m0, bool needs_mask, bool has_single, auto first_step,
+                    auto special) {
+      // Deferred: a tile's first step has no dQ of a step before it (a compile-time constant:
+      // products issued under a run-time condition made ptxas serialize every wgmma, C7512).
+      [[maybe_unused]] constexpr bool first = decltype(first_step)::value;
       const int st = s % kStages;
       const float* sL2 = reinterpret_cast<const float*>(base_ptr + vec_offset(st));
       const float* sD = sL2 + kBlockM;
@@ -503,17 +561,20 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float acc_s[kNT][4], acc_dp[kNT][4];
       float(&flat_s)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_s);
       float(&flat_dp)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_dp);
+      if constexpr (T::kDqTurns) named_bar_sync(10 + c, 256);
       wgmma_fence();
       issue_transposed_scores(flat_s, sK, sQ(st));
       if constexpr (T::kDqByRows) {  // P^T under dP^T's product (run 14b: 1-3% faster)
         wgmma_commit();
         issue_transposed_scores(flat_dp, sV, sdO(st));
         wgmma_commit();
+        if constexpr (T::kDqTurns) named_bar_arrive(10 + (1 - c), 256);
         wgmma_wait<1>();
         fence_registers(flat_s);
       } else {
         issue_transposed_scores(flat_dp, sV, sdO(st));
         wgmma_commit();
+        if constexpr (T::kDqTurns) named_bar_arrive(10 + (1 - c), 256);
         wgmma_wait<0>();
         fence_registers(flat_s);
         fence_registers(flat_dp);
@@ -543,6 +604,31 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         ds_transposed(acc_dp, acc_s, acc_dp, sD, args, has_single, m0, t);  // line 15
         pack(p_frag, acc_s);
         pack(ds_frag, acc_dp);
+        if constexpr (T::kDqDeferred) {
+          wgmma_fence();
+          issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
+          issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
+          wgmma_commit();
+          // dS_s into set s % 2 once the other consumer's last reads of it (step s - 2's dQ)
+          // are complete, as its arrival for step s - 1 says (a tile's first step: the last
+          // tile's epilogue barriers said so). Then line 16 of step s - 1 (its dS set, both
+          // halves), under dV's and dK's products.
+          if (!first) named_bar_sync(ds_ready(1 - c, s - 1), 256);
+          store_ds(ds_frag, s % 2);
+          fence_proxy_async_shared();
+          float acc_dq[32];
+          if (!first) issue_dq(acc_dq, T::kDqByCols ? c : 0, (s - 1) % 2);
+          wgmma_wait<0>();
+          fence_registers(acc_dv);
+          fence_registers(acc_dk);
+          mbar_arrive(bar_empty(st));
+          named_bar_arrive(ds_ready(c, s), 256);
+          if (!first) {
+            fence_registers(acc_dq);
+            hand_dq(s - 1, acc_dq, (s - 1) % 2);
+          }
+          return;
+        }
         wgmma_fence();
         issue_key_gradient(acc_dv, p_frag, sdO(st));  // line 13
         issue_key_gradient(acc_dk, ds_frag, sQ(st));  // line 17
@@ -608,12 +694,38 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // Step `it` is step k of its head's walk, at query tile m0.
     for (int it = 0, k = 0; it < w.total; ++it, k = k + 1 == w.per_head ? 0 : k + 1) {
       const int m0 = w.query_tile(k) * kBlockM;
-      if (T::kWalkDown ? k >= w.per_head - specials : k < specials)
-        step(steps + it, m0,
-             args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset,
-             tile_has_single_key_row(args, m0, kBlockM), std::true_type{});
-      else
-        step(steps + it, m0, false, false, std::false_type{});
+      auto run = [&](auto first_step) {
+        if (T::kWalkDown ? k >= w.per_head - specials : k < specials)
+          step(steps + it, m0,
+               args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset,
+               tile_has_single_key_row(args, m0, kBlockM), first_step, std::true_type{});
+        else
+          step(steps + it, m0, false, false, first_step, std::false_type{});
+      };
+      if constexpr (T::kDqDeferred) {
+        if (it == 0)
+          run(std::true_type{});
+        else
+          run(std::false_type{});
+      } else {
+        if (T::kWalkDown ? k >= w.per_head - specials : k < specials)
+          step(steps + it, m0,
+               args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset,
+               tile_has_single_key_row(args, m0, kBlockM), std::false_type{}, std::true_type{});
+        else
+          step(steps + it, m0, false, false, std::false_type{}, std::false_type{});
+      }
+    }
+    if constexpr (T::kDqDeferred) {  // the tile's last step's line 16
+      if (w.total > 0) {
+        const int last = steps + w.total - 1;
+        float acc_dq[32];
+        named_bar_sync(ds_ready(1 - c, last), 256);
+        issue_dq(acc_dq, T::kDqByCols ? c : 0, last % 2);
+        wgmma_wait<0>();
+        fence_registers(acc_dq);
+        hand_dq(last, acc_dq, last % 2);
+      }
     }
     steps += w.total;
 
@@ -634,6 +746,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       fence_proxy_async_shared();
       mbar_arrive(bar_kv_empty);
     }
+  }
+  if constexpr (T::kDqTurns) {
+    if (c == 0) named_bar_sync(10, 256);  // consumer 1's last turn passed
   }
 }
 
