@@ -55,7 +55,7 @@ namespace flashref::cuda::kernels::sm90 {
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
-          bool kPersistent_ = false, int kDqBuffers_ = 1, int kDqSchedule_ = 0>
+          bool kPersistent_ = false, int kDqBuffers_ = 1, bool kDqDeferred_ = false>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -109,18 +109,16 @@ struct BwdDkvTraitsOf {
   // every key tile of a head one step behind the one before).
   static constexpr int kDqBuffers = kDqBuffers_;
   static constexpr int kDqSlots = kDqTiles * kDqBuffers;
-  // Fused: when step s's dQ product is issued. kDqInStep (0): in step s, after both consumers'
-  // dS_s is in shared memory (two named barriers over both a step: the consumers run in lock
-  // step, and their softmax phases leave the tensor pipe idle together). kDqDeferred (1): in
-  // step s + 1, after its softmax, before its dV and dK (the last step's after the walk), with
-  // dS in two sets (step s in set s % 2); each consumer waits only for the other's dS_s (one
-  // named barrier, arrived on by the other), so the two may run up to a step apart and one's
-  // softmax may run under the other's products. kDqDeferredTurns (2): the same, and the
-  // consumers take turns issuing S^T and dP^T (FlashAttention-3's forward ping-pong), which
-  // sets them half a step apart.
-  static constexpr int kDqSchedule = kDqSchedule_;
-  static constexpr bool kDqDeferred = kFused && kDqSchedule_ > 0;
-  static constexpr bool kDqTurns = kFused && kDqSchedule_ == 2;
+  // Fused: when step s's dQ product is issued. In step s (the default at d = 64), after both
+  // consumers' dS_s is in shared memory: two named barriers over both a step, which keep the
+  // consumers in lock step, so that their softmax phases leave the tensor pipe idle together.
+  // kDqDeferred (the default at d = 128 since run 29a): in step s + 1, after its dV and dK
+  // products are issued (the tile's last step's after the walk), with dS in two sets (step s in
+  // set s % 2). A consumer waits only for the other's dS of the step before (one named barrier,
+  // which the other arrives on), and the two take turns issuing S^T and dP^T
+  // (FlashAttention-3's forward ping-pong), which sets them half a step apart: one's softmax
+  // runs under the other's products.
+  static constexpr bool kDqDeferred = kFused && kDqDeferred_;
   static constexpr int kDsSets = kDqDeferred ? 2 : 1;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
@@ -189,14 +187,14 @@ template <typename Element, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedColsBufferedTraits
     : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers> {};
 
-// Persistent fused kernels with dQ's product deferred a step (kDqSchedule 1 or 2; tuning
-// variants, run 29).
-template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers, int kDqSchedule>
+// Persistent fused kernels with dQ's product deferred a step and the consumers taking turns
+// (run 29).
+template <typename Element, int kD, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedRowsDeferredTraits
-    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, kDqBuffers, kDqSchedule> {};
-template <typename Element, int kStages, int kDqMode, int kDqBuffers, int kDqSchedule>
+    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, kDqBuffers, true> {};
+template <typename Element, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedColsDeferredTraits
-    : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers, kDqSchedule> {};
+    : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers, true> {};
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
@@ -518,7 +516,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // Two per consumer, by the step's parity, since a consumer may arrive for step s + 1 before
   // the other has waited for step s. Turns: barrier 10 + c is consumer c's turn to issue.
   [[maybe_unused]] auto ds_ready = [](int c_of, int s) { return 6 + 2 * c_of + (s & 1); };
-  if constexpr (T::kDqTurns) {
+  if constexpr (T::kDqDeferred) {
     if (c == 1) named_bar_arrive(10, 256);  // consumer 0 goes first
   }
 
@@ -561,20 +559,20 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float acc_s[kNT][4], acc_dp[kNT][4];
       float(&flat_s)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_s);
       float(&flat_dp)[kBlockM / 2] = *reinterpret_cast<float(*)[kBlockM / 2]>(&acc_dp);
-      if constexpr (T::kDqTurns) named_bar_sync(10 + c, 256);
+      if constexpr (T::kDqDeferred) named_bar_sync(10 + c, 256);
       wgmma_fence();
       issue_transposed_scores(flat_s, sK, sQ(st));
       if constexpr (T::kDqByRows) {  // P^T under dP^T's product (run 14b: 1-3% faster)
         wgmma_commit();
         issue_transposed_scores(flat_dp, sV, sdO(st));
         wgmma_commit();
-        if constexpr (T::kDqTurns) named_bar_arrive(10 + (1 - c), 256);
+        if constexpr (T::kDqDeferred) named_bar_arrive(10 + (1 - c), 256);
         wgmma_wait<1>();
         fence_registers(flat_s);
       } else {
         issue_transposed_scores(flat_dp, sV, sdO(st));
         wgmma_commit();
-        if constexpr (T::kDqTurns) named_bar_arrive(10 + (1 - c), 256);
+        if constexpr (T::kDqDeferred) named_bar_arrive(10 + (1 - c), 256);
         wgmma_wait<0>();
         fence_registers(flat_s);
         fence_registers(flat_dp);
@@ -747,7 +745,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_arrive(bar_kv_empty);
     }
   }
-  if constexpr (T::kDqTurns) {
+  if constexpr (T::kDqDeferred) {
     if (c == 0) named_bar_sync(10, 256);  // consumer 1's last turn passed
   }
 }

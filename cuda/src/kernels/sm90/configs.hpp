@@ -200,6 +200,14 @@ struct BwdConfig;
 // move d = 64's no-mask backward (the leaderboard without the mask): on the grid of a block per
 // key tile 6.008 / 6.108 ms, persistent 6.040 / 6.058, against the default's 6.002 / 6.105.
 // Both variants were deleted.
+// At d = 128 dQ's product is deferred a step, the consumers taking turns (kDqDeferred, run 29a,
+// bench/results/2026-12-04-h200-run29a, medians of 30, two rounds in rotating order, ms; in
+// step -> deferred): the leaderboard 5.200-5.214 -> 4.986-5.027 (atomic 5.046-5.092 ->
+// 5.007-5.009), S = 4k (B 8) 2.924-2.947 -> 2.710-2.896, S = 1k 1.087-1.095 -> 1.083-1.089
+// (atomic level: 1.083-1.086 -> 1.090-1.093). Deferred without the turns: 5.028-5.068 on the
+// leaderboard, deleted. At d = 64 the deferred kernel has room for one dQ set only (a second
+// dS set is 32 KB there): the leaderboard 3.007-3.054 -> 2.904-2.951, but S = 1k 0.649 ->
+// 0.668; it stays the other schedule there (fused90=2, as the in-step kernels are at d = 128).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -208,13 +216,19 @@ struct BwdConfig<Element, 64> {
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+  // dQ deferred (fused90=2): one dQ set, two stages, to make room for the second dS set.
+  using OtherScheduleOrdered = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqOrdered, 1>;
+  using OtherScheduleAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
-  using FusedOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
-  using FusedAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
+  using FusedOrdered = BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>;
+  using FusedAtomic = BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1>;
+  // dQ in step (fused90=2): run 28's kernels.
+  using OtherScheduleOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
+  using OtherScheduleAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
 };

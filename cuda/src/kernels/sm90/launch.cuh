@@ -315,23 +315,9 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       if (tune().fused90 == 1)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
                                        typename Config::OtherAtomic>(args, stream);
-      // Run 29: dQ's product deferred a step (2), and with turns (3).
-      if (tune().fused90 == 2 || tune().fused90 == 3) {
-        using namespace kernels::sm90;
-        auto deferred = [&](auto schedule) {
-          constexpr int kSchedule = decltype(schedule)::value;
-          if constexpr (kD == 64)
-            backward_fused_as_asked<
-                kDtype, BwdFusedRowsDeferredTraits<Element, 64, 2, kDqOrdered, 1, kSchedule>,
-                BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1, kSchedule>>(args, stream);
-          else
-            backward_fused_as_asked<
-                kDtype, BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2, kSchedule>,
-                BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1, kSchedule>>(args, stream);
-        };
-        if (tune().fused90 == 2) return deferred(std::integral_constant<int, 1>{});
-        return deferred(std::integral_constant<int, 2>{});
-      }
+      if (tune().fused90 == 2)  // the other dQ schedule (run 29)
+        return backward_fused_as_asked<kDtype, typename Config::OtherScheduleOrdered,
+                                       typename Config::OtherScheduleAtomic>(args, stream);
     }
     // (The grid of a block per key tile is compiled into default builds at d = 64 alone, the
     // one head dim where fused_grid picks it.)
