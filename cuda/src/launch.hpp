@@ -40,4 +40,19 @@ enum class FusedGrid { persistent, per_key_tile };
 inline FusedGrid fused_grid(int compiled_d, bool causal) {
   return compiled_d == 64 && !causal ? FusedGrid::per_key_tile : FusedGrid::persistent;
 }
+// When the ordered fused backward issues a step's dQ product (kernels/sm90/bwd_dkdv.cuh,
+// kDqDeferred): in the step, or a step later with the consumers out of lock step (persistent,
+// whatever fused_grid says). d = 128: deferred (run 29a). d = 64, where the deferred kernel has
+// room for one dQ set to the in-step kernel's two: deferred once a key tile's walk is long,
+// 3,072 queries or more on average (S_q / 2 with a causal mask, S_q without). Run 29b (medians
+// of 30, two rounds, ms, in step -> deferred): causal S = 2k 0.982 -> 1.034, 4k 1.646-1.656 ->
+// 1.680-1.684, 8k 3.199-3.295 -> 3.088-3.113, the leaderboard (16k) 3.007-3.054 -> 2.904-2.951
+// (run 29a); without the mask at 16k 6.000-6.010 -> 5.769-5.782. The atomic kernel stays in
+// step at d = 64 (its deferred kernel is fused90=2's, not yet timed).
+enum class FusedDqSchedule { in_step, deferred };
+inline FusedDqSchedule fused_dq_schedule(int compiled_d, bool causal, long long S_q) {
+  if (compiled_d != 64) return FusedDqSchedule::deferred;
+  const long long walk = causal ? S_q / 2 : S_q;
+  return walk >= 3072 ? FusedDqSchedule::deferred : FusedDqSchedule::in_step;
+}
 }  // namespace flashref::cuda

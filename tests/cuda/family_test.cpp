@@ -163,6 +163,19 @@ TEST(CudaDqStrategy, FusedGridIsPersistentButForD64WithoutTheMask) {
   EXPECT_EQ(fused_grid(128, true), FusedGrid::persistent);
 }
 
+// The ordered fused backward's dQ schedule (launch.hpp): deferred at d = 128; at d = 64 once a
+// key tile's walk averages 3,072 queries (runs 29a-b).
+TEST(CudaDqStrategy, FusedDqIsDeferredAtD128AndOnLongWalksAtD64) {
+  EXPECT_EQ(fused_dq_schedule(128, true, 1024), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(128, false, 1024), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(64, true, 4096), FusedDqSchedule::in_step);
+  EXPECT_EQ(fused_dq_schedule(64, true, 6143), FusedDqSchedule::in_step);
+  EXPECT_EQ(fused_dq_schedule(64, true, 6144), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(64, true, 16384), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(64, false, 3071), FusedDqSchedule::in_step);
+  EXPECT_EQ(fused_dq_schedule(64, false, 3072), FusedDqSchedule::deferred);
+}
+
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
   kernels::AttnArgs a;
   a.B = 2;

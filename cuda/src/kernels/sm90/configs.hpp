@@ -216,9 +216,10 @@ struct BwdConfig<Element, 64> {
   using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  // dQ deferred (fused90=2): one dQ set, two stages, to make room for the second dS set.
-  using OtherScheduleOrdered = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqOrdered, 1>;
-  using OtherScheduleAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
+  // dQ deferred (launch.hpp's fused_dq_schedule; fused90=2 the other way): one dQ set, two
+  // stages, to make room for the second dS set.
+  using DeferredOrdered = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqOrdered, 1>;
+  using DeferredAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -227,8 +228,8 @@ struct BwdConfig<Element, 128> {
   using FusedOrdered = BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>;
   using FusedAtomic = BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
-  using OtherScheduleOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
-  using OtherScheduleAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
+  using InStepOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
+  using InStepAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
 };

@@ -315,13 +315,24 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       if (tune().fused90 == 1)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
                                        typename Config::OtherAtomic>(args, stream);
-      if (tune().fused90 == 2)  // the other dQ schedule (run 29)
-        return backward_fused_as_asked<kDtype, typename Config::OtherScheduleOrdered,
-                                       typename Config::OtherScheduleAtomic>(args, stream);
+      if constexpr (kD == 128) {
+        if (tune().fused90 == 2)  // dQ in step (run 29)
+          return backward_fused_as_asked<kDtype, typename Config::InStepOrdered,
+                                         typename Config::InStepAtomic>(args, stream);
+      }
     }
-    // (The grid of a block per key tile is compiled into default builds at d = 64 alone, the
-    // one head dim where fused_grid picks it.)
+    // (The grid of a block per key tile and the deferred dQ are compiled into default builds
+    // at d = 64 alone, the one head dim where fused_grid and fused_dq_schedule pick them.)
     if constexpr (kD == 64) {
+      const bool other = kTuningVariants && tune().fused90 == 2;
+      const bool deferred =
+          (fused_dq_schedule(kD, args.causal != 0, args.S_q) == FusedDqSchedule::deferred) != other;
+      if (args.dq_semaphore != nullptr && deferred)
+        return backward_fused<kDtype, typename Config::DeferredOrdered>(args, stream);
+      if constexpr (kTuningVariants) {
+        if (args.dq_semaphore == nullptr && other)  // the atomic kernel, deferred
+          return backward_fused<kDtype, typename Config::DeferredAtomic>(args, stream);
+      }
       if (fused_grid(kD, args.causal != 0) == FusedGrid::per_key_tile)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
                                        typename Config::OtherAtomic>(args, stream);
