@@ -163,17 +163,21 @@ TEST(CudaDqStrategy, FusedGridIsPersistentButForD64WithoutTheMask) {
   EXPECT_EQ(fused_grid(128, true), FusedGrid::persistent);
 }
 
-// The ordered fused backward's dQ schedule (launch.hpp): deferred at d = 128; at d = 64 once a
-// key tile's walk averages 3,072 queries (runs 29a-b).
-TEST(CudaDqStrategy, FusedDqIsDeferredAtD128AndOnLongWalksAtD64) {
-  EXPECT_EQ(fused_dq_schedule(128, true, 1024), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(128, false, 1024), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(64, true, 4096), FusedDqSchedule::in_step);
-  EXPECT_EQ(fused_dq_schedule(64, true, 6143), FusedDqSchedule::in_step);
-  EXPECT_EQ(fused_dq_schedule(64, true, 6144), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(64, true, 16384), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(64, false, 3071), FusedDqSchedule::in_step);
-  EXPECT_EQ(fused_dq_schedule(64, false, 3072), FusedDqSchedule::deferred);
+// The fused backward's dQ schedule (launch.hpp): deferred at d = 128 and for the atomic
+// kernel; the ordered one at d = 64 once a key tile's walk averages 3,072 queries (runs 29a-c).
+TEST(CudaDqStrategy, FusedDqIsDeferredButForShortOrderedWalksAtD64) {
+  for (bool ordered : {true, false}) {
+    EXPECT_EQ(fused_dq_schedule(128, true, 1024, ordered), FusedDqSchedule::deferred);
+    EXPECT_EQ(fused_dq_schedule(128, false, 1024, ordered), FusedDqSchedule::deferred);
+  }
+  EXPECT_EQ(fused_dq_schedule(64, true, 1024, false), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(64, false, 1024, false), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(64, true, 4096, true), FusedDqSchedule::in_step);
+  EXPECT_EQ(fused_dq_schedule(64, true, 6143, true), FusedDqSchedule::in_step);
+  EXPECT_EQ(fused_dq_schedule(64, true, 6144, true), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(64, true, 16384, true), FusedDqSchedule::deferred);
+  EXPECT_EQ(fused_dq_schedule(64, false, 3071, true), FusedDqSchedule::in_step);
+  EXPECT_EQ(fused_dq_schedule(64, false, 3072, true), FusedDqSchedule::deferred);
 }
 
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {

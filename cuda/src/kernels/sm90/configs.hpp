@@ -206,8 +206,9 @@ struct BwdConfig;
 // 5.007-5.009), S = 4k (B 8) 2.924-2.947 -> 2.710-2.896, S = 1k 1.087-1.095 -> 1.083-1.089
 // (atomic level: 1.083-1.086 -> 1.090-1.093). Deferred without the turns: 5.028-5.068 on the
 // leaderboard, deleted. At d = 64 the deferred kernel has room for one dQ set only (a second
-// dS set is 32 KB there): the leaderboard 3.007-3.054 -> 2.904-2.951, but S = 1k 0.649 ->
-// 0.668; it stays the other schedule there (fused90=2, as the in-step kernels are at d = 128).
+// dS set is 32 KB there): ordered, the leaderboard 3.007-3.054 -> 2.904-2.951 but S = 1k 0.649
+// -> 0.668, so it runs on long walks alone; atomic, faster everywhere (run 29c). Which one
+// runs where: launch.hpp, fused_dq_schedule; fused90=2 runs the other.
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;

@@ -325,14 +325,12 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
     // at d = 64 alone, the one head dim where fused_grid and fused_dq_schedule pick them.)
     if constexpr (kD == 64) {
       const bool other = kTuningVariants && tune().fused90 == 2;
-      const bool deferred =
-          (fused_dq_schedule(kD, args.causal != 0, args.S_q) == FusedDqSchedule::deferred) != other;
-      if (args.dq_semaphore != nullptr && deferred)
-        return backward_fused<kDtype, typename Config::DeferredOrdered>(args, stream);
-      if constexpr (kTuningVariants) {
-        if (args.dq_semaphore == nullptr && other)  // the atomic kernel, deferred
-          return backward_fused<kDtype, typename Config::DeferredAtomic>(args, stream);
-      }
+      const bool ordered = args.dq_semaphore != nullptr;
+      const bool deferred = (fused_dq_schedule(kD, args.causal != 0, args.S_q, ordered) ==
+                             FusedDqSchedule::deferred) != other;
+      if (deferred)
+        return backward_fused_as_asked<kDtype, typename Config::DeferredOrdered,
+                                       typename Config::DeferredAtomic>(args, stream);
       if (fused_grid(kD, args.causal != 0) == FusedGrid::per_key_tile)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
                                        typename Config::OtherAtomic>(args, stream);
