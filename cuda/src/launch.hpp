@@ -53,8 +53,7 @@ inline FusedGrid fused_grid(int compiled_d, bool causal) {
 // 1.680-1.684, 8k 3.199-3.295 -> 3.088-3.113, the leaderboard (16k) 3.007-3.054 -> 2.904-2.951
 // (run 29a); without the mask at 16k 6.000-6.010 -> 5.769-5.782.
 enum class FusedDqSchedule { in_step, deferred };
-inline FusedDqSchedule fused_dq_schedule(int compiled_d, bool causal, long long S_q,
-                                         bool ordered) {
+inline FusedDqSchedule fused_dq_schedule(int compiled_d, bool causal, long long S_q, bool ordered) {
   if (compiled_d != 64 || !ordered) return FusedDqSchedule::deferred;
   const long long walk = causal ? S_q / 2 : S_q;
   return walk >= 3072 ? FusedDqSchedule::deferred : FusedDqSchedule::in_step;
