@@ -113,8 +113,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // and 6 the rule that keeps one section where a wave holds a few tiles of each head or more,
 // dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
 // grid (fused90: 1 its tiles on a grid of a block per key tile instead of the
-// persistent one; 2 the other schedule of dQ's product, in step or deferred a step;
-// kernels/sm90/configs.hpp) and
+// persistent one; 2 the other schedule of dQ's product, in step or deferred a step; 3 at
+// d = 64 the ordered kernel deferred with two writers on one dQ set; kernels/sm90/configs.hpp)
+// and
 // the persistent backward's grid (grid90: at most N blocks, so that the suites' small problems run
 // many tiles a block). Read once; unknown keys and values fall back to 0.
 //
@@ -133,7 +134,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
-  int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ schedule
+  int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ, 3 writers
   int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
 };
 inline const Tune& tune() {
@@ -157,7 +158,7 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 2);
+    read("fused90", r.fused90, 3);
     read("grid90", r.grid90, 1 << 20);
     return r;
   }();

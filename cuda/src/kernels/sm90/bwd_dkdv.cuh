@@ -55,7 +55,8 @@ namespace flashref::cuda::kernels::sm90 {
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
-          bool kPersistent_ = false, int kDqBuffers_ = 1, bool kDqDeferred_ = false>
+          bool kPersistent_ = false, int kDqBuffers_ = 1, bool kDqDeferred_ = false,
+          int kDqWriters_ = kDqBuffers_>
 struct BwdDkvTraitsOf {
   using Element = Element_;
   static constexpr int kD = kD_;
@@ -109,6 +110,12 @@ struct BwdDkvTraitsOf {
   // every key tile of a head one step behind the one before).
   static constexpr int kDqBuffers = kDqBuffers_;
   static constexpr int kDqSlots = kDqTiles * kDqBuffers;
+  // Deferred (tuning variant, run 29e): two writers may share one set, writer w taking the
+  // steps s % 2 = w, so that a step's poll and release overlap the next step's add; the
+  // "full" and "empty" barriers are then per (tile, writer), kDqBarSlots of them, and the
+  // consumers wait for the set's last reader, step s - 1's writer.
+  static constexpr int kDqWriters = kDqWriters_;
+  static constexpr int kDqBarSlots = kDqTiles * kDqWriters;
   // Fused: when step s's dQ product is issued. In step s (the default at d = 64), after both
   // consumers' dS_s is in shared memory: two named barriers over both a step, which keep the
   // consumers in lock step, so that their softmax phases leave the tensor pipe idle together.
@@ -133,12 +140,14 @@ struct BwdDkvTraitsOf {
   // Persistent: one more barrier, K_j and V_j "empty" (the block's consumers are past the
   // epilogue and its writer has read the tile's index), and the index itself (a slot of 8
   // bytes) after the barriers.
-  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqSlots : 0) + kPersistent;
+  static constexpr int kBarriers = 1 + 2 * kStages + (kFused ? 2 * kDqBarSlots : 0) + kPersistent;
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * kBarriers + 8 * kPersistent;
   static_assert(!kFused || kOutBytes <= kDqOffset, "the fused epilogue stages over K, V and dS");
   static_assert(kFused || !kPersistent, "the persistent grid is the fused kernel's");
   static_assert(kDqBuffers == 1 || kDqBuffers == 2, "one or two sets of dQ tiles");
   static_assert(kFused || kDqBuffers == 1, "dQ tiles are the fused kernel's");
+  static_assert(kDqWriters == kDqBuffers || (kDqDeferred && kDqBuffers == 1 && kDqWriters == 2),
+                "two writers on one set: the deferred kernels");
   static_assert(!kDqDeferred || (kPersistent && kDsFirst), "deferred dQ: the persistent kernels");
   static_assert(kDsOffset % kSwizzleAtom == 0 && kStagesOffset % kSwizzleAtom == 0,
                 "tiles must stay 1024-byte aligned");
@@ -195,6 +204,10 @@ struct BwdFusedRowsDeferredTraits
 template <typename Element, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedColsDeferredTraits
     : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers, true> {};
+// Deferred, two writers on one set of dQ tiles (tuning variant, run 29e).
+template <typename Element, int kD, int kStages, int kDqMode>
+struct BwdFusedRowsDeferredSharedTraits
+    : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, 1, true, 2> {};
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
@@ -253,9 +266,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // phase (s / kDqBuffers) & 1 of its barriers.)
   auto sDQ = [&](int u) { return base + T::kDqOffset + u * T::kDqBytes; };
   auto bar_dq_full = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + u); };
-  auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqSlots + u); };
+  auto bar_dq_empty = [&](int u) { return bar_kv + 8 * (1 + 2 * kStages + T::kDqBarSlots + u); };
   auto dq_slot = [](int u, int s) { return u + T::kDqTiles * (s % T::kDqBuffers); };
-  auto dq_phase = [](int s) { return (s / T::kDqBuffers) & 1; };
+  // (The barriers' slot of step s's tile u: the same as its memory's unless two writers share
+  // a set.)
+  auto dq_bar = [&](int u, int s) {
+    if constexpr (T::kDqWriters == T::kDqBuffers) return dq_slot(u, s);
+    return u + T::kDqTiles * (s % T::kDqWriters);
+  };
+  auto dq_phase = [](int s) { return (s / T::kDqWriters) & 1; };
   // Persistent: K_j and V_j free for the next tile, and the next tile's index (-1: none left),
   // written by the producer before it arrives on bar_kv.
   [[maybe_unused]] const uint32_t bar_kv_empty = bar_kv + 8 * (T::kBarriers - 1);
@@ -271,12 +290,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
     if constexpr (T::kFused) {
-      for (int u = 0; u < T::kDqSlots; ++u) {
+      for (int u = 0; u < T::kDqBarSlots; ++u) {
         mbar_init(bar_dq_full(u), 128 * T::kConsumers / T::kDqTiles);
         mbar_init(bar_dq_empty(u), 1);
       }
     }
-    if constexpr (T::kPersistent) mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqBuffers);
+    if constexpr (T::kPersistent) mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqWriters);
     mbar_init_fence();
   }
   __syncthreads();
@@ -366,7 +385,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if constexpr (T::kFused) {
       // Writer w (thread 32 + 32 w: a warp each, so that their polls do not serialize) takes
       // the steps of dQ set w.
-      if (tid == 32 || (T::kDqBuffers == 2 && tid == 64)) {
+      if (tid == 32 || (T::kDqWriters == 2 && tid == 64)) {
         const int writer = tid / 32 - 1;
         // The dQ writer (Alg. 2 line 16's sum over key tiles): for every step, the consumers'
         // dQ tiles into the query tile's float32 accumulator. Ordered: key tile j adds to
@@ -389,7 +408,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           for (int it = 0, k = 0, hq = w.h_kv * args.group; it < w.total;
                ++it, k = k + 1 == w.per_head ? (++hq, 0) : k + 1) {
             const int s = steps + it;
-            if (T::kDqBuffers == 2 && s % 2 != writer) continue;
+            if (T::kDqWriters == 2 && s % 2 != writer) continue;
             const int64_t first_tile = (static_cast<int64_t>(w.b) * args.H + hq) * m_tiles_pad +
                                        kTilesPerStep * w.query_tile(k);
 #pragma unroll
@@ -398,13 +417,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 semaphore_wait_equal(args.dq_semaphore + first_tile + u, j);
                 fence_proxy_async_global();
               }
-              mbar_wait(bar_dq_full(dq_slot(u, s)), dq_phase(s));
+              mbar_wait(bar_dq_full(dq_bar(u, s)), dq_phase(s));
               bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD),
                                   sDQ(dq_slot(u, s)), T::kDqBytes);
             }
             bulk_wait_read();
 #pragma unroll
-            for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(dq_slot(u, s)));
+            for (int u = 0; u < kTilesPerStep; ++u) mbar_arrive(bar_dq_empty(dq_bar(u, s)));
             if constexpr (T::kDqMode == kDqOrdered) {
               bulk_wait_complete();  // written, before the next key tile may add
               fence_proxy_async_global();
@@ -496,8 +515,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // Deferred: dQ of step sd (in acc) to its tile for the writer; by rows the other 64-column
   // halves are made here from dS set `set`.
   [[maybe_unused]] auto hand_dq = [&](int sd, float(&acc)[32], int set) {
-    const int u = dq_slot(T::kDqByRows ? c : 0, sd), first_half = T::kDqByCols ? c : 0;
-    mbar_wait(bar_dq_empty(u), dq_phase(sd) ^ 1);  // the writer has read the set's last
+    const int tile = T::kDqByRows ? c : 0, first_half = T::kDqByCols ? c : 0;
+    const int u = dq_slot(tile, sd);
+    if constexpr (T::kDqWriters == T::kDqBuffers) {
+      mbar_wait(bar_dq_empty(u), dq_phase(sd) ^ 1);  // the writer has read the set's last
+    } else if (sd > 0) {  // step sd - 1's writer has read the set (and the one before it had)
+      mbar_wait(bar_dq_empty(dq_bar(tile, sd - 1)), dq_phase(sd - 1));
+    }
     store_dq(u, acc, first_half);
     if constexpr (T::kDqByRows) {
 #pragma unroll
@@ -509,7 +533,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       }
     }
     fence_proxy_async_shared();  // read by the TMA (the async proxy)
-    mbar_arrive(bar_dq_full(u));
+    mbar_arrive(bar_dq_full(dq_bar(tile, sd)));
   };
   // Deferred: named barrier 6 + 2 c + s % 2 is consumer c's dS_s in place, and c done reading
   // the set's dS before it (its dQ product of step s - 1 complete); c arrives, the other waits.

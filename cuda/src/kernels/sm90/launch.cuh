@@ -315,6 +315,13 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       if (tune().fused90 == 1)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
                                        typename Config::OtherAtomic>(args, stream);
+      if constexpr (kD == 64) {
+        if (tune().fused90 == 3)  // deferred, two writers on one dQ set (run 29e)
+          return backward_fused_as_asked<kDtype,
+                                         kernels::sm90::BwdFusedRowsDeferredSharedTraits<
+                                             Element, 64, 2, kernels::sm90::kDqOrdered>,
+                                         typename Config::DeferredAtomic>(args, stream);
+      }
       if constexpr (kD == 128) {
         if (tune().fused90 == 2)  // dQ in step (run 29)
           return backward_fused_as_asked<kDtype, typename Config::InStepOrdered,
