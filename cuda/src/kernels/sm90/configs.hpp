@@ -208,7 +208,11 @@ struct BwdConfig;
 // leaderboard, deleted. At d = 64 the deferred kernel has room for one dQ set only (a second
 // dS set is 32 KB there): ordered, the leaderboard 3.007-3.054 -> 2.904-2.951 but S = 1k 0.649
 // -> 0.668, so it runs on long walks alone; atomic, faster everywhere (run 29c). Which one
-// runs where: launch.hpp, fused_dq_schedule; fused90=2 runs the other.
+// runs where: launch.hpp, fused_dq_schedule; fused90=2 runs the other. fused90=3 (d = 64,
+// ordered): deferred with two writers on one dQ set (BwdFusedRowsDeferredSharedTraits), run
+// 29e: the leaderboard 2.906-2.948 -> 2.535-2.579, S = 1k 0.652 -> 0.627, 2k 0.982 -> 0.918,
+// 4k 1.657 -> 1.569, no mask 5.820 -> 5.396, the same bits; the default's candidate once the
+// rest of the suites have run on it (docs/perf-notes.md, "Next (after run 29e)").
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
