@@ -113,9 +113,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // and 6 the rule that keeps one section where a wave holds a few tiles of each head or more,
 // dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
 // grid (fused90: 1 its tiles on a grid of a block per key tile instead of the
-// persistent one; 2 the other schedule of dQ's product, in step or deferred a step; 3 at
-// d = 64 the ordered kernel deferred with two writers on one dQ set; kernels/sm90/configs.hpp)
-// and
+// persistent one; 2 the other schedule of dQ's product, in step or deferred a step; 3 the
+// ordered kernel deferred with two writers on one dQ set, at d = 128 with three stages;
+// kernels/sm90/configs.hpp) and
 // the persistent backward's grid (grid90: at most N blocks, so that the suites' small problems run
 // many tiles a block). Read once; unknown keys and values fall back to 0.
 //

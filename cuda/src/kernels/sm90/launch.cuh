@@ -323,6 +323,11 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
                                          typename Config::DeferredAtomic>(args, stream);
       }
       if constexpr (kD == 128) {
+        if (tune().fused90 == 3)  // deferred, two writers on one dQ set, three stages
+          return backward_fused_as_asked<kDtype,
+                                         kernels::sm90::BwdFusedColsDeferredSharedTraits<
+                                             Element, 3, kernels::sm90::kDqOrdered>,
+                                         typename Config::FusedAtomic>(args, stream);
         if (tune().fused90 == 2)  // dQ in step (run 29)
           return backward_fused_as_asked<kDtype, typename Config::InStepOrdered,
                                          typename Config::InStepAtomic>(args, stream);
