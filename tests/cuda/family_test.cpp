@@ -154,32 +154,6 @@ TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedFromAThousandKeys) {
   EXPECT_EQ(dq_strategy(Family::sm90, true, 1), DqStrategy::separate_pass);
 }
 
-// The fused backward's grid (launch.hpp): persistent, except at d = 64 without a causal mask
-// (runs 27a-b); kernels/sm90/launch.cuh compiles a kernel for each answer only at d = 64.
-TEST(CudaDqStrategy, FusedGridIsPersistentButForD64WithoutTheMask) {
-  EXPECT_EQ(fused_grid(64, false), FusedGrid::per_key_tile);
-  EXPECT_EQ(fused_grid(64, true), FusedGrid::persistent);
-  EXPECT_EQ(fused_grid(128, false), FusedGrid::persistent);
-  EXPECT_EQ(fused_grid(128, true), FusedGrid::persistent);
-}
-
-// The fused backward's dQ schedule (launch.hpp): deferred at d = 128 and for the atomic
-// kernel; the ordered one at d = 64 once a key tile's walk averages 3,072 queries (runs 29a-c).
-TEST(CudaDqStrategy, FusedDqIsDeferredButForShortOrderedWalksAtD64) {
-  for (bool ordered : {true, false}) {
-    EXPECT_EQ(fused_dq_schedule(128, true, 1024, ordered), FusedDqSchedule::deferred);
-    EXPECT_EQ(fused_dq_schedule(128, false, 1024, ordered), FusedDqSchedule::deferred);
-  }
-  EXPECT_EQ(fused_dq_schedule(64, true, 1024, false), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(64, false, 1024, false), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(64, true, 4096, true), FusedDqSchedule::in_step);
-  EXPECT_EQ(fused_dq_schedule(64, true, 6143, true), FusedDqSchedule::in_step);
-  EXPECT_EQ(fused_dq_schedule(64, true, 6144, true), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(64, true, 16384, true), FusedDqSchedule::deferred);
-  EXPECT_EQ(fused_dq_schedule(64, false, 3071, true), FusedDqSchedule::in_step);
-  EXPECT_EQ(fused_dq_schedule(64, false, 3072, true), FusedDqSchedule::deferred);
-}
-
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
   kernels::AttnArgs a;
   a.B = 2;

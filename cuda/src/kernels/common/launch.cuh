@@ -112,9 +112,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // 2 twice the default, 3 half; 4 sections of three heads whatever the sizes, for the tests; 5
 // and 6 the rule that keeps one section where a wave holds a few tiles of each head or more,
 // dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
-// grid (fused90: 1 its tiles on a grid of a block per key tile instead of the
-// persistent one; 2 the other schedule of dQ's product, in step or deferred a step; 3 the
-// ordered kernel deferred with two writers on one dQ set, at d = 128 with three stages;
+// kernels (fused90: 1 a grid of a block per key tile with dQ's product in step, 2 the
+// persistent grid with dQ's product in step, instead of deferred a step;
 // kernels/sm90/configs.hpp) and
 // the persistent backward's grid (grid90: at most N blocks, so that the suites' small problems run
 // many tiles a block). Read once; unknown keys and values fall back to 0.
@@ -134,7 +133,7 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
-  int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ, 3 writers
+  int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step
   int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
 };
 inline const Tune& tune() {
@@ -158,7 +157,7 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 3);
+    read("fused90", r.fused90, 2);
     read("grid90", r.grid90, 1 << 20);
     return r;
   }();

@@ -204,14 +204,11 @@ struct BwdFusedRowsDeferredTraits
 template <typename Element, int kStages, int kDqMode, int kDqBuffers>
 struct BwdFusedColsDeferredTraits
     : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, kDqBuffers, true> {};
-// Deferred, two writers on one set of dQ tiles (tuning variants, run 29e; at d = 128 with the
-// room of the second set given to a third stage).
+// Deferred, two writers on one set of dQ tiles (d = 64's ordered kernel, whose room holds one
+// set: runs 29e and 30a).
 template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedRowsDeferredSharedTraits
     : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, 1, true, 2> {};
-template <typename Element, int kStages, int kDqMode>
-struct BwdFusedColsDeferredSharedTraits
-    : BwdDkvTraitsOf<Element, 128, kStages, kDqMode, 64, true, 1, true, 2> {};
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles

@@ -169,21 +169,16 @@ struct BwdConfig;
 // against 2.889-2.914, d = 64 1.731 against 1.748; the leaderboard d = 128 5.171-5.188 against
 // 5.167-5.233, d = 64 2.921-2.962 against 3.011; the same bits (run 26a: this build's grid of a
 // block per key tile, fused90=1, level with run 25's or slower).
-// Except at d = 64 without a causal mask, where every key tile takes the same steps: there the
-// grid of a block per key tile (OtherOrdered, OtherAtomic) is the default. Runs 27a and 27b
-// (bench/results/2026-12-03-h200-run27a and -run27b, `flashref bench`, medians of 20 and 30,
-// four rounds in two calls): the leaderboard without the mask, backward, 5.886, 6.029, 6.056,
-// 6.016 ms against the persistent grid's 6.118, 6.183, 6.227, 6.209 (2.5-3.8%; run 26c's table
-// had shown the same move, 6.046 -> 6.243); at d = 128 without the mask 10.135 against 10.200,
-// within the spread, so d = 128 stays persistent. Why the persistent grid loses there is not
-// known (its consumers have 224 registers, not 232, and its epilogue's copy is unrolled 4
-// times, not fully).
+// Until run 30a, d = 64 without a causal mask ran its in-step kernels on a grid of a block per
+// key tile (OtherOrdered, OtherAtomic), 2.5-3.8% faster there than the persistent grid (runs
+// 27a-b: the leaderboard without the mask, backward, 5.886-6.056 ms against 6.118-6.227); the
+// deferred kernels below are persistent, and faster than both (5.35-5.40 ms, runs 29d-e).
 // FLASHREF_CUDA_TUNE fused90=1 (tuning builds) runs the same tiles on a grid of a block per
 // key tile (OtherOrdered, OtherAtomic) everywhere. Run 27a-b also timed, and deleted, two sets
 // of dQ tiles (with two stages to make room), two sets of dS (one named barrier a step, not
 // two), two stages alone, and dK, dV staged over dS and dQ so that the next K_j, V_j load under
 // the epilogue: each level with this one within the rounds' spread (docs/perf-notes.md).
-// The ordered kernel (FusedOrdered) keeps two sets of dQ tiles, each with a writer thread of
+// The in-step ordered kernel (InStepOrdered) keeps two sets of dQ tiles, each with a writer of
 // its own, and two stages to make room: its writer's step is a chain of memory round trips
 // (poll, add, wait, release) that one thread ran one step at a time (run 27d). Run 28a
 // (bench/results/2026-12-03-h200-run28a, `flashref bench` backward, causal, medians of 30,
@@ -200,31 +195,39 @@ struct BwdConfig;
 // move d = 64's no-mask backward (the leaderboard without the mask): on the grid of a block per
 // key tile 6.008 / 6.108 ms, persistent 6.040 / 6.058, against the default's 6.002 / 6.105.
 // Both variants were deleted.
-// At d = 128 dQ's product is deferred a step, the consumers taking turns (kDqDeferred, run 29a,
-// bench/results/2026-12-04-h200-run29a, medians of 30, two rounds in rotating order, ms; in
-// step -> deferred): the leaderboard 5.200-5.214 -> 4.986-5.027 (atomic 5.046-5.092 ->
+// dQ's product is deferred a step, the consumers taking turns (kDqDeferred). At d = 128, run
+// 29a (bench/results/2026-12-04-h200-run29a, medians of 30, two rounds in rotating order, ms;
+// in step -> deferred): the leaderboard 5.200-5.214 -> 4.986-5.027 (atomic 5.046-5.092 ->
 // 5.007-5.009), S = 4k (B 8) 2.924-2.947 -> 2.710-2.896, S = 1k 1.087-1.095 -> 1.083-1.089
 // (atomic level: 1.083-1.086 -> 1.090-1.093). Deferred without the turns: 5.028-5.068 on the
-// leaderboard, deleted. At d = 64 the deferred kernel has room for one dQ set only (a second
-// dS set is 32 KB there): ordered, the leaderboard 3.007-3.054 -> 2.904-2.951 but S = 1k 0.649
-// -> 0.668, so it runs on long walks alone; atomic, faster everywhere (run 29c). Which one
-// runs where: launch.hpp, fused_dq_schedule; fused90=2 runs the other. fused90=3 (d = 64,
-// ordered): deferred with two writers on one dQ set (BwdFusedRowsDeferredSharedTraits), run
-// 29e: the leaderboard 2.906-2.948 -> 2.535-2.579, S = 1k 0.652 -> 0.627, 2k 0.982 -> 0.918,
-// 4k 1.657 -> 1.569, no mask 5.820 -> 5.396, the same bits; the default's candidate once the
-// rest of the suites have run on it (docs/perf-notes.md, "Next (after run 29e)").
+// leaderboard, deleted. At d = 64 the deferred kernel has room for one dQ set only (a second dS
+// set is 32 KB there). Atomic, one writer, faster everywhere (runs 29c-d: the leaderboard
+// 3.032 -> 2.607, S = 1k 0.655 -> 0.622, 4k 1.633 -> 1.409, without the mask 5.952 -> 5.352).
+// Ordered, one writer: its chain of round trips held it back (the leaderboard 3.007-3.054 ->
+// 2.904-2.951 but S = 1k 0.649 -> 0.668; it ran on long walks alone, run 29b-c, now deleted);
+// with two writers sharing the one set (kDqWriters, BwdFusedRowsDeferredSharedTraits), run 29e
+// (bench/results/2026-12-04-h200-run29e; the default then -> two writers): the leaderboard
+// 2.906-2.948 -> 2.535-2.579, S = 1k 0.652 -> 0.627, 2k 0.982 -> 0.918, 4k 1.657 -> 1.569,
+// without the mask 5.820 -> 5.396, the same bits; run 30a passed the suites on it. The same
+// at d = 128 with the second set's room given to a third stage (run 30a, medians of 30, two
+// rounds, ms, default / two writers): the leaderboard 5.046 / 5.108, 5.057 / 5.039; S = 1k
+// 1.094 / 1.113, 1.098 / 1.114; S = 4k 2.756 / 2.844, 2.834 / 2.891: level or slower, deleted.
+// fused90=2 runs the in-step kernels (InStepOrdered, InStepAtomic) persistent, fused90=1 on a
+// grid of a block per key tile (OtherOrdered, OtherAtomic).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
   using Dkv = BwdDkvTraits<Element, 64, 3>;
-  using FusedOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
-  using FusedAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
+  // dQ deferred, two stages (room for the second dS set): ordered with two writers on one dQ
+  // set (run 29e, run 30a), atomic with one writer (run 29c-d).
+  using FusedOrdered = BwdFusedRowsDeferredSharedTraits<Element, 64, 2, kDqOrdered>;
+  using FusedAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
+  // dQ in step (fused90=2): run 28's kernels.
+  using InStepOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
+  using InStepAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic, true>;
+  // A block per key tile, dQ in step (fused90=1).
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  // dQ deferred (launch.hpp's fused_dq_schedule; fused90=2 the other way): one dQ set, two
-  // stages, to make room for the second dS set.
-  using DeferredOrdered = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqOrdered, 1>;
-  using DeferredAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {

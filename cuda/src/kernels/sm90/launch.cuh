@@ -312,40 +312,12 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
     if constexpr (kTuningVariants) {
-      if (tune().fused90 == 1)
+      if (tune().fused90 == 1)  // a block per key tile, dQ in step (run 26)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
                                        typename Config::OtherAtomic>(args, stream);
-      if constexpr (kD == 64) {
-        if (tune().fused90 == 3)  // deferred, two writers on one dQ set (run 29e)
-          return backward_fused_as_asked<kDtype,
-                                         kernels::sm90::BwdFusedRowsDeferredSharedTraits<
-                                             Element, 64, 2, kernels::sm90::kDqOrdered>,
-                                         typename Config::DeferredAtomic>(args, stream);
-      }
-      if constexpr (kD == 128) {
-        if (tune().fused90 == 3)  // deferred, two writers on one dQ set, three stages
-          return backward_fused_as_asked<kDtype,
-                                         kernels::sm90::BwdFusedColsDeferredSharedTraits<
-                                             Element, 3, kernels::sm90::kDqOrdered>,
-                                         typename Config::FusedAtomic>(args, stream);
-        if (tune().fused90 == 2)  // dQ in step (run 29)
-          return backward_fused_as_asked<kDtype, typename Config::InStepOrdered,
-                                         typename Config::InStepAtomic>(args, stream);
-      }
-    }
-    // (The grid of a block per key tile and the deferred dQ are compiled into default builds
-    // at d = 64 alone, the one head dim where fused_grid and fused_dq_schedule pick them.)
-    if constexpr (kD == 64) {
-      const bool other = kTuningVariants && tune().fused90 == 2;
-      const bool ordered = args.dq_semaphore != nullptr;
-      const bool deferred = (fused_dq_schedule(kD, args.causal != 0, args.S_q, ordered) ==
-                             FusedDqSchedule::deferred) != other;
-      if (deferred)
-        return backward_fused_as_asked<kDtype, typename Config::DeferredOrdered,
-                                       typename Config::DeferredAtomic>(args, stream);
-      if (fused_grid(kD, args.causal != 0) == FusedGrid::per_key_tile)
-        return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
-                                       typename Config::OtherAtomic>(args, stream);
+      if (tune().fused90 == 2)  // persistent, dQ in step (run 28)
+        return backward_fused_as_asked<kDtype, typename Config::InStepOrdered,
+                                       typename Config::InStepAtomic>(args, stream);
     }
     return backward_fused_as_asked<kDtype, typename Config::FusedOrdered,
                                    typename Config::FusedAtomic>(args, stream);
