@@ -139,6 +139,18 @@ struct FwdConfig<Element, 128> {
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 
+// 13 and 14: the producer hands each tile's coordinates to the consumers (FwdTraitsHandTile),
+// with one Q buffer (13) or two, Q loaded a tile ahead (14; d = 64 alone: at d = 128 a second
+// 32 KB Q leaves no room for the third stage). On the tiles of the configuration that S_q
+// picks. For a positive scale. Run 30b's source counters of the short d = 64 forward (S = 1k):
+// 13% of the samples in the consumers' decoding of the next tile, between two tiles.
+template <typename Element, int kQBuffers>
+struct FwdHandTileVariant {
+  using Short = FwdTraitsHandTile<typename FwdShortConfig<Element>::Traits, kQBuffers>;
+  using Long = FwdTraitsHandTile<typename FwdConfig<Element, 64>::Traits, kQBuffers>;
+  using D128 = FwdTraitsHandTile<typename FwdConfig<Element, 128>::Traits, kQBuffers>;
+};
+
 // The backward's two passes (dQ; dK and dV): three stages in both, and at d = 64 the dQ pass
 // with B_k = 128 (it has the registers: S and dP 64 + 64, dQ 32, dS 32). Runs 10e and 10f
 // (bench/results/2026-12-01-h200-run10/variants-*.txt), leaderboard backward at d = 64, medians

@@ -61,6 +61,10 @@ struct FwdTraits {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
+  // Q's buffers, and whether the producer hands each tile's coordinates to the consumers
+  // (FwdTraitsHandTile).
+  static constexpr int kQBuffers = 1;
+  static constexpr bool kHandTile = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -86,6 +90,23 @@ template <typename Element, int kD, int kConsumers, int kStages, bool kPingPong,
 struct FwdTraitsFoldScale
     : FwdTraits<Element, kD, kConsumers, kStages, kPingPong, kBlockN, kPersistent, kStoreOByTma> {
   static constexpr bool kFoldScale = true;
+};
+
+// The producer decodes each tile (its batch, head, first row and key tiles: integer divisions
+// the consumers otherwise run between two tiles, with the tensor pipe idle) and hands them to
+// the consumers in shared memory with Q, under Q's barrier; with two Q buffers it loads the
+// next tile's Q a tile ahead, once its K and V loads are issued. (Tuning variants, run 30c.)
+template <typename Base, int kQBuffers_>
+struct FwdTraitsHandTile : Base {
+  static constexpr int kQBuffers = kQBuffers_;
+  static constexpr bool kHandTile = true;
+  static constexpr int kTileBytes = kQBuffers * Base::kQBytes + 2 * Base::kStages * Base::kKVBytes;
+  // The tiles, the alignment, the mbarriers (Q and Q empty per buffer; K, V and empty per
+  // stage), and four words of a tile's coordinates per Q buffer.
+  static constexpr int kSmemBytes =
+      kTileBytes + kSwizzleAtom + 8 * (2 * kQBuffers + 3 * Base::kStages) + 16 * kQBuffers;
+  static_assert(kQBuffers == 1 || kQBuffers == 2, "one or two Q buffers");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -146,14 +167,18 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   using Schedule = QueryTileSchedule<kBlockM, kBlockN>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + kSwizzleAtom - 1) & ~uint32_t(kSwizzleAtom - 1);
-  const uint32_t sQ = base;
-  auto sK = [&](int st) { return base + T::kQBytes + st * 2 * T::kKVBytes; };
+  // Q buffer qb (kQBuffers: one, or two in turn by the count of Q loads).
+  auto sQ = [&](int qb) { return base + qb * T::kQBytes; };
+  auto sK = [&](int st) { return base + T::kQBuffers * T::kQBytes + st * 2 * T::kKVBytes; };
   auto sV = [&](int st) { return sK(st) + T::kKVBytes; };
-  const uint32_t bar_q = base + T::kTileBytes;
-  auto bar_k = [&](int st) { return bar_q + 8 * (1 + st); };
-  auto bar_v = [&](int st) { return bar_q + 8 * (1 + kStages + st); };
-  auto bar_empty = [&](int st) { return bar_q + 8 * (1 + 2 * kStages + st); };
-  const uint32_t bar_q_empty = bar_q + 8 * (1 + 3 * kStages);
+  const uint32_t bar_q0 = base + T::kTileBytes;
+  auto bar_q = [&](int qb) { return qb == 0 ? bar_q0 : bar_q0 + 8 * (2 + 3 * kStages); };
+  auto bar_k = [&](int st) { return bar_q0 + 8 * (1 + st); };
+  auto bar_v = [&](int st) { return bar_q0 + 8 * (1 + kStages + st); };
+  auto bar_empty = [&](int st) { return bar_q0 + 8 * (1 + 2 * kStages + st); };
+  auto bar_q_empty = [&](int qb) { return bar_q0 + 8 * (1 + 3 * kStages) + (qb == 0 ? 0 : 16); };
+  // kHandTile: tile coordinates (batch, head, first row, key tiles) for Q buffer qb.
+  auto tile_words = [&](int qb) { return bar_q0 + 8 * (2 * T::kQBuffers + 3 * kStages) + 16 * qb; };
 
   // The block's query tiles: blockIdx.x, then (a persistent grid, smaller than the tile count)
   // one per round of gridDim.x, every other round walked backwards. The tiles are numbered
@@ -174,13 +199,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    mbar_init(bar_q, 1);
+    mbar_init(bar_q(0), 1);
     for (int st = 0; st < kStages; ++st) {
       mbar_init(bar_k(st), 1);
       mbar_init(bar_v(st), 1);
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
-    mbar_init(bar_q_empty, 128 * T::kConsumers);
+    mbar_init(bar_q_empty(0), 128 * T::kConsumers);
+    if constexpr (T::kQBuffers == 2) {
+      mbar_init(bar_q(1), 1);
+      mbar_init(bar_q_empty(1), 128 * T::kConsumers);
+    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -194,15 +223,31 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if (index >= tiles) break;
         const Schedule tile(args, index, m_blocks);
         const int n_end = key_tiles_end(tile);
-        if (n_end == 0) continue;  // the consumers write it; nothing to load
-        // Alg. 1 line 5: load Q_i, once the consumers are done with the previous tile's.
-        mbar_wait(bar_q_empty, (q_loads & 1) ^ 1);
-        ++q_loads;
-        mbar_expect_tx(bar_q, T::kQBytes);
+        const int qb = q_loads % T::kQBuffers;
+        if constexpr (T::kHandTile) {
+          // The tile's coordinates, with Q (a tile no row of which sees a key: alone), once
+          // the consumers are done with the buffer's last tile.
+          mbar_wait(bar_q_empty(qb), ((q_loads / T::kQBuffers) & 1) ^ 1);
+          ++q_loads;
+          st_shared_s32(tile_words(qb), tile.b);
+          st_shared_s32(tile_words(qb) + 4, tile.h);
+          st_shared_s32(tile_words(qb) + 8, tile.row0);
+          st_shared_s32(tile_words(qb) + 12, n_end);
+          if (n_end == 0) {
+            mbar_arrive(bar_q(qb));
+            continue;
+          }
+        } else {
+          if (n_end == 0) continue;  // the consumers write it; nothing to load
+          // Alg. 1 line 5: load Q_i, once the consumers are done with the previous tile's.
+          mbar_wait(bar_q_empty(qb), (q_loads & 1) ^ 1);
+          ++q_loads;
+        }
+        mbar_expect_tx(bar_q(qb), T::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kBlockCols,
-                      tile.row0, tile.h, tile.b);
+          tma_load_4d(sQ(qb) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q(qb),
+                      cb * kBlockCols, tile.row0, tile.h, tile.b);
         // Line 8, for every key tile, into the next free stage.
         for (int n = n_end - 1; n >= 0; --n, ++it) {
           const int st = it % kStages;
@@ -227,12 +272,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
+  uint32_t q_tile = sQ(0);  // the current tile's Q buffer
   auto issue_s = [&](float(&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
       const uint64_t a =
-          make_smem_desc(sQ + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes,
+          make_smem_desc(q_tile + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) +
+                             k_bytes,
                          16, kSwizzleAtom);
       const uint64_t bk =
           make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
@@ -288,14 +335,28 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   for (int r = 0;; ++r) {
     const int index = tile_of_round(r);
     if (index >= tiles) break;
-    const Schedule tile(args, index, m_blocks);
-    const int b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
-    const int n_end = key_tiles_end(tile);
+    const int qb = q_loads % T::kQBuffers;
+    int b, h, row0, rows_valid, n_end;
+    if constexpr (T::kHandTile) {  // from the producer, with Q
+      mbar_wait(bar_q(qb), (q_loads / T::kQBuffers) & 1);
+      ++q_loads;
+      b = ld_shared_s32(tile_words(qb));
+      h = ld_shared_s32(tile_words(qb) + 4);
+      row0 = ld_shared_s32(tile_words(qb) + 8);
+      n_end = ld_shared_s32(tile_words(qb) + 12);
+      rows_valid = min(kBlockM, args.S_q - row0);
+    } else {
+      const Schedule tile(args, index, m_blocks);
+      b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
+      n_end = key_tiles_end(tile);
+    }
+    q_tile = sQ(qb);
     Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
     float* lse_rows = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q + row0;
     if (n_end == 0) {  // no row of the tile sees a key: O = 0, L = -inf
       write_fully_masked_tile<kBlockM, kD, 128 * T::kConsumers>(o_tile, args.o.row_stride, lse_rows,
                                                                 rows_valid, args.d, tid - 128);
+      if constexpr (T::kHandTile) mbar_arrive(bar_q_empty(qb));
       continue;
     }
 
@@ -319,8 +380,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
     float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f}, alpha[2];
     uint32_t p_frag[kBlockN / 16][4];
-    mbar_wait(bar_q, q_loads & 1);
-    ++q_loads;
+    if constexpr (!T::kHandTile) {
+      mbar_wait(bar_q(qb), q_loads & 1);
+      ++q_loads;
+    }
 
     // The first key tile visited: S, softmax and P~ (no P~ V yet).
     int n = n_end - 1;
@@ -375,7 +438,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (; n >= 0; --n, ++it) visit(n, std::false_type{});
     // Every S of the tile has landed: the producer may load the next tile's Q under the last
     // P~ V and the epilogue.
-    mbar_arrive(bar_q_empty);
+    mbar_arrive(bar_q_empty(qb));
     const int st_last = (it - 1) % kStages;
     {  // the last P~ V
       mbar_wait(bar_v(st_last), ((it - 1) / kStages) & 1);
@@ -405,7 +468,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       // of 128-byte swizzled rows), once every consumer's last S has landed (the tile's "Q
       // empty" phase); then this consumer's 64 rows out by the TMA, which clips the rows past
       // S_q and the columns past d.
-      mbar_wait(bar_q_empty, (q_loads - 1) & 1);
+      mbar_wait(bar_q_empty(qb), ((q_loads - 1) / T::kQBuffers) & 1);
       const uint32_t sO = sK(st_last);
       const int warp = (tid % 128) / 32, j = lane / 8, rr = lane % 8;
 #pragma unroll
