@@ -42,9 +42,19 @@ struct FwdConfig<Element, 64> {
 // 192 x 112 than of 128 x 128. Run 17b (bench/results/2026-12-02-h200-run17b, medians of 20,
 // two rounds): S = 1k (B 32) 0.261-0.262 ms against 0.281; S = 2k (B 16) 0.440-0.442 against
 // 0.413, 4k 0.800-0.803 against 0.721-0.726. Between 1k and 2k is not measured.
+// The producer hands each tile's coordinates to the consumers, with Q loaded a tile ahead in
+// a second buffer (FwdTraitsHandTile). Run 30c (bench/results/2026-12-04-h200-run30c, medians
+// of 30, three rounds in rotating order, ms, the consumers decoding their tiles -> handed over
+// with two Q buffers): S = 1k (B 32) 0.2306, 0.2289, 0.2287 -> 0.2232, 0.2221, 0.2220; S = 512
+// (B 64) 0.1601, 0.1597, 0.1600 -> 0.1503, 0.1500, 0.1495; the same bits. Handed over with one Q
+// buffer: 0.2245, 0.2231, 0.2228 and 0.1582, 0.1570, 0.1571, deleted. On the 192-row tiles (S =
+// 2k, B 16) two buffers were level (0.3629, 0.3602, 0.3612 against 0.3653, 0.3618, 0.3624) and
+// one slower (0.3713, 0.3712, 0.3692), and on the leaderboard level (1.0131-1.0136 against
+// 1.0094-1.0123); at d = 128, S = 1k, one buffer level (0.2912-0.2916 against 0.2911-0.2924;
+// no room for two): neither kept.
 template <typename Element>
 struct FwdShortConfig {
-  using Traits = FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>;
+  using Traits = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;
   static constexpr int kMaxRows = 1024;
 };
 
@@ -137,18 +147,6 @@ template <typename Element>
 struct FwdConfig<Element, 128> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
-};
-
-// 13 and 14: the producer hands each tile's coordinates to the consumers (FwdTraitsHandTile),
-// with one Q buffer (13) or two, Q loaded a tile ahead (14; d = 64 alone: at d = 128 a second
-// 32 KB Q leaves no room for the third stage). On the tiles of the configuration that S_q
-// picks. For a positive scale. Run 30b's source counters of the short d = 64 forward (S = 1k):
-// 13% of the samples in the consumers' decoding of the next tile, between two tiles.
-template <typename Element, int kQBuffers>
-struct FwdHandTileVariant {
-  using Short = FwdTraitsHandTile<typename FwdShortConfig<Element>::Traits, kQBuffers>;
-  using Long = FwdTraitsHandTile<typename FwdConfig<Element, 64>::Traits, kQBuffers>;
-  using D128 = FwdTraitsHandTile<typename FwdConfig<Element, 128>::Traits, kQBuffers>;
 };
 
 // The backward's two passes (dQ; dK and dV): three stages in both, and at d = 64 the dQ pass

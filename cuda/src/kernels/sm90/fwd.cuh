@@ -8,7 +8,9 @@
 // previous tile's) and then, for each key tile j and stage s (the block's running count of K/V
 // loads mod kStages), waits for s to be empty and loads K_j and V_j into it, each completing on its
 // own "full" mbarrier. Warpgroups 1..kConsumers are the consumers, each owning 64 query rows; they
-// wait on "full" and arrive on "empty", and release Q once the tile's last S has landed.
+// wait on "full" and arrive on "empty", and release Q once the tile's last S has landed. With
+// kHandTile (FwdTraitsHandTile) Q has two buffers, taken in turn, and the producer hands each
+// tile's coordinates to the consumers with it, so that they start a tile without decoding it.
 //
 // A consumer, per key tile j (walked from the last to the first, so the masked tiles come
 // first), with the products pipelined so that the softmax runs under a product:
@@ -93,19 +95,19 @@ struct FwdTraitsFoldScale
 };
 
 // The producer decodes each tile (its batch, head, first row and key tiles: integer divisions
-// the consumers otherwise run between two tiles, with the tensor pipe idle) and hands them to
-// the consumers in shared memory with Q, under Q's barrier; with two Q buffers it loads the
-// next tile's Q a tile ahead, once its K and V loads are issued. (Tuning variants, run 30c.)
-template <typename Base, int kQBuffers_>
+// that the consumers otherwise run between two tiles, both at once, with the tensor pipe idle)
+// and hands them to the consumers in shared memory with Q, under Q's barrier; and with two Q
+// buffers it loads the next tile's Q a tile ahead, as soon as it has issued this tile's K and V
+// loads, rather than after the consumers' last S (d = 64's short tiles, run 30c: configs.hpp).
+template <typename Base>
 struct FwdTraitsHandTile : Base {
-  static constexpr int kQBuffers = kQBuffers_;
+  static constexpr int kQBuffers = 2;
   static constexpr bool kHandTile = true;
   static constexpr int kTileBytes = kQBuffers * Base::kQBytes + 2 * Base::kStages * Base::kKVBytes;
   // The tiles, the alignment, the mbarriers (Q and Q empty per buffer; K, V and empty per
   // stage), and four words of a tile's coordinates per Q buffer.
   static constexpr int kSmemBytes =
       kTileBytes + kSwizzleAtom + 8 * (2 * kQBuffers + 3 * Base::kStages) + 16 * kQBuffers;
-  static_assert(kQBuffers == 1 || kQBuffers == 2, "one or two Q buffers");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
 
@@ -246,8 +248,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_expect_tx(bar_q(qb), T::kQBytes);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sQ(qb) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q(qb),
-                      cb * kBlockCols, tile.row0, tile.h, tile.b);
+          tma_load_4d(sQ(qb) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q(qb), cb * kBlockCols,
+                      tile.row0, tile.h, tile.b);
         // Line 8, for every key tile, into the next free stage.
         for (int n = n_end - 1; n >= 0; --n, ++it) {
           const int st = it % kStages;
@@ -272,15 +274,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
-  uint32_t q_tile = sQ(0);  // the current tile's Q buffer
+  uint32_t q_tile = sQ(0);                                  // the current tile's Q buffer
   auto issue_s = [&](float(&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
-      const uint64_t a =
-          make_smem_desc(q_tile + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) +
-                             k_bytes,
-                         16, kSwizzleAtom);
+      const uint64_t a = make_smem_desc(
+          q_tile + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
+          kSwizzleAtom);
       const uint64_t bk =
           make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
       WgmmaSS<Element, kBlockN>::run(acc_s, a, bk, ks > 0 ? 1 : 0);

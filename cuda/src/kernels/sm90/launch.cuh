@@ -209,19 +209,6 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
       using TwoStages = typename FwdVariant<Element, 128, 6>::Traits;
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
     }
-    if ((v == 13 || v == 14) && !unfolded) {
-      using One = kernels::sm90::FwdHandTileVariant<Element, 1>;
-      if constexpr (kD == 64) {
-        using Two = kernels::sm90::FwdHandTileVariant<Element, 2>;
-        if (args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
-          return v == 13 ? launch_fwd<kDtype, typename One::Short>(args, stream)
-                         : launch_fwd<kDtype, typename Two::Short>(args, stream);
-        return v == 13 ? launch_fwd<kDtype, typename One::Long>(args, stream)
-                       : launch_fwd<kDtype, typename Two::Long>(args, stream);
-      } else {
-        if (v == 13) return launch_fwd<kDtype, typename One::D128>(args, stream);
-      }
-    }
     if (v == 12 && !unfolded) {
       if constexpr (kD == 64) {
         if (args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
