@@ -121,6 +121,13 @@ template <typename Element>
 struct FwdVariant<Element, 128, 12> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, false>;
 };
+// 15: d = 64's short tiles with the next tile's first step under the last one's tail
+// (FwdTraitsTileOverlap; S_q <= 1024, a positive scale). Compiled, not yet timed
+// (docs/perf-notes.md, "Next (after run 30d)").
+template <typename Element>
+struct FwdVariant<Element, 64, 15> {
+  using Traits = FwdTraitsTileOverlap<typename FwdShortConfig<Element>::Traits>;
+};
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {
   using Traits = FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true, true>;

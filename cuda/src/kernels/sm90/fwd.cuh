@@ -67,6 +67,8 @@ struct FwdTraits {
   // (FwdTraitsHandTile).
   static constexpr int kQBuffers = 1;
   static constexpr bool kHandTile = false;
+  // Whether a tile's first step runs under the last one's tail (FwdTraitsTileOverlap).
+  static constexpr bool kTileOverlap = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -109,6 +111,19 @@ struct FwdTraitsHandTile : Base {
   static constexpr int kSmemBytes =
       kTileBytes + kSwizzleAtom + 8 * (2 * kQBuffers + 3 * Base::kStages) + 16 * kQBuffers;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
+};
+
+// With Q a tile ahead, a consumer reads the next tile's coordinates before its last P~ V and
+// issues the next tile's first S = Q K^T with it, in one turn, so that the first step's product
+// and softmax run under this tile's last product and epilogue, where both consumers otherwise
+// reach the tile's start at once and leave the tensor pipe idle. The same products in the same
+// order: the same bits. (Tuning variant fwd90=15, compiled and not yet timed: docs/perf-notes.md,
+// "Next (after run 30d)".)
+template <typename Base>
+struct FwdTraitsTileOverlap : Base {
+  static constexpr bool kTileOverlap = true;
+  static_assert(Base::kHandTile && !Base::kStoreOByTma,
+                "the overlap needs the next tile's coordinates and O written from registers");
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -333,23 +348,63 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   };
 
   int it = 0, q_loads = 0;  // as the producer counts them
+  // kTileOverlap: the next tile, read under the tail of the one before (its Q buffer and
+  // coordinates), and whether its first step has run there (its m, l and P~ then carried over
+  // in carried_m, carried_l and carried_p).
+  int ahead_qb = 0, ahead_b = 0, ahead_h = 0, ahead_row0 = 0, ahead_n_end = 0;
+  bool ahead_read = false, ahead_started = false;
+  float carried_m[2], carried_l[2];
+  uint32_t carried_p[kBlockN / 16][4];
+  // Keys < limit are visible to the thread's two rows of the tile at `row0`.
+  auto row_limits = [&](int row0, int(&limit)[2]) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int64_t last = static_cast<int64_t>(row0 + r_lo + hf * 8) + args.causal_offset;
+      limit[hf] = args.causal ? static_cast<int>(max64(0, min64(args.S_k, last + 1))) : args.S_k;
+    }
+  };
+  // Only tiles that cross the diagonal or the end of the keys compare indices. Both
+  // conditions grow with n0, so walked from the last key tile down the masked tiles come
+  // first and the rest run a loop with no index math (Alg. 1's full tiles).
+  auto needs_mask_at = [&](int row0, int n0) {
+    return n0 + kBlockN > args.S_k ||
+           (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
+  };
+  // Lines 10-12 on a tile's first key tile n, from m = -inf and l = 0.
+  auto first_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2], float(&alpha)[2],
+                           const int(&limit)[2], int row0, int n) {
+    if (needs_mask_at(row0, n * kBlockN))
+      online_softmax<kBlockN, T::kFoldScale, true>(acc_s, m, l, alpha, limit, n * kBlockN, t,
+                                                   args.scale_log2);
+    else
+      online_softmax<kBlockN, T::kFoldScale, false>(acc_s, m, l, alpha, limit, n * kBlockN, t,
+                                                    args.scale_log2);
+  };
   for (int r = 0;; ++r) {
     const int index = tile_of_round(r);
     if (index >= tiles) break;
-    const int qb = q_loads % T::kQBuffers;
-    int b, h, row0, rows_valid, n_end;
-    if constexpr (T::kHandTile) {  // from the producer, with Q
-      mbar_wait(bar_q(qb), (q_loads / T::kQBuffers) & 1);
-      ++q_loads;
-      b = ld_shared_s32(tile_words(qb));
-      h = ld_shared_s32(tile_words(qb) + 4);
-      row0 = ld_shared_s32(tile_words(qb) + 8);
-      n_end = ld_shared_s32(tile_words(qb) + 12);
+    int qb, b, h, row0, rows_valid, n_end;
+    bool started = false;  // kTileOverlap: the first step ran under the last tile's tail
+    if (T::kTileOverlap && ahead_read) {
+      qb = ahead_qb, b = ahead_b, h = ahead_h, row0 = ahead_row0, n_end = ahead_n_end;
       rows_valid = min(kBlockM, args.S_q - row0);
+      started = ahead_started;
+      ahead_read = false;
     } else {
-      const Schedule tile(args, index, m_blocks);
-      b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
-      n_end = key_tiles_end(tile);
+      qb = q_loads % T::kQBuffers;
+      if constexpr (T::kHandTile) {  // from the producer, with Q
+        mbar_wait(bar_q(qb), (q_loads / T::kQBuffers) & 1);
+        ++q_loads;
+        b = ld_shared_s32(tile_words(qb));
+        h = ld_shared_s32(tile_words(qb) + 4);
+        row0 = ld_shared_s32(tile_words(qb) + 8);
+        n_end = ld_shared_s32(tile_words(qb) + 12);
+        rows_valid = min(kBlockM, args.S_q - row0);
+      } else {
+        const Schedule tile(args, index, m_blocks);
+        b = tile.b, h = tile.h, row0 = tile.row0, rows_valid = tile.rows_valid;
+        n_end = key_tiles_end(tile);
+      }
     }
     q_tile = sQ(qb);
     Element* o_tile = row_ptr<Element>(args.o, b, row0, h);
@@ -361,34 +416,33 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       continue;
     }
 
-    // Keys < limit are visible to the thread's two rows.
     int limit[2];
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int64_t last = static_cast<int64_t>(row0 + r_lo + hf * 8) + args.causal_offset;
-      limit[hf] = args.causal ? static_cast<int>(max64(0, min64(args.S_k, last + 1))) : args.S_k;
-    }
-    // Only tiles that cross the diagonal or the end of the keys compare indices. Both
-    // conditions grow with n0, so walked from the last key tile down the masked tiles come
-    // first and the rest run a loop with no index math (Alg. 1's full tiles).
-    auto needs_mask = [&](int n0) {
-      return n0 + kBlockN > args.S_k ||
-             (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
-    };
+    row_limits(row0, limit);
+    auto needs_mask = [&](int n0) { return needs_mask_at(row0, n0); };
 
-    // Alg. 1 line 6: O = 0, l = 0, m = -inf.
-#pragma unroll
-    for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
     float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f}, alpha[2];
     uint32_t p_frag[kBlockN / 16][4];
-    if constexpr (!T::kHandTile) {
-      mbar_wait(bar_q(qb), q_loads & 1);
-      ++q_loads;
+    if (!T::kTileOverlap || !started) {
+      // Alg. 1 line 6: O = 0, l = 0, m = -inf.
+#pragma unroll
+      for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
+      if constexpr (!T::kHandTile) {
+        mbar_wait(bar_q(qb), q_loads & 1);
+        ++q_loads;
+      }
+    } else {  // m, l and P~ carried from the last tile's tail
+#pragma unroll
+      for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) row_m[hf] = carried_m[hf], row_l[hf] = carried_l[hf];
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) p_frag[kk][e] = carried_p[kk][e];
     }
-
-    // The first key tile visited: S, softmax and P~ (no P~ V yet).
     int n = n_end - 1;
-    {
+    if (!T::kTileOverlap || !started) {
+      // The first key tile visited: S, softmax and P~ (no P~ V yet).
       const int st = it % kStages;
       float acc_s[kBlockN / 2];
       mbar_wait(bar_k(st), (it / kStages) & 1);
@@ -400,12 +454,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       release_staged_o();  // the last tile's O, under this product
       wgmma_wait<0>();
       fence_registers(acc_s);
-      if (needs_mask(n * kBlockN))
-        online_softmax<kBlockN, T::kFoldScale, true>(acc_s, row_m, row_l, alpha, limit, n * kBlockN,
-                                                     t, args.scale_log2);
-      else
-        online_softmax<kBlockN, T::kFoldScale, false>(acc_s, row_m, row_l, alpha, limit,
-                                                      n * kBlockN, t, args.scale_log2);
+      first_softmax(acc_s, row_m, row_l, alpha, limit, row0, n);
       pack_p(p_frag, acc_s);
     }
     // Key tile n (below the first), after the product of the one before it.
@@ -441,7 +490,47 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // P~ V and the epilogue.
     mbar_arrive(bar_q_empty(qb));
     const int st_last = (it - 1) % kStages;
-    {  // the last P~ V
+    // kTileOverlap: the next tile's coordinates, and its first S issued with the last P~ V.
+    bool next_started = false;
+    float acc_s_next[kBlockN / 2];
+    if constexpr (T::kTileOverlap) {
+      if (tile_of_round(r + 1) < tiles) {
+        ahead_qb = q_loads % T::kQBuffers;
+        mbar_wait(bar_q(ahead_qb), (q_loads / T::kQBuffers) & 1);
+        ++q_loads;
+        ahead_b = ld_shared_s32(tile_words(ahead_qb));
+        ahead_h = ld_shared_s32(tile_words(ahead_qb) + 4);
+        ahead_row0 = ld_shared_s32(tile_words(ahead_qb) + 8);
+        ahead_n_end = ld_shared_s32(tile_words(ahead_qb) + 12);
+        ahead_read = true;
+        next_started = ahead_n_end > 0;
+      }
+    }
+    if (T::kTileOverlap && next_started) {
+      const int st = it % kStages;
+      int limit_next[2];
+      row_limits(ahead_row0, limit_next);
+      mbar_wait(bar_k(st), (it / kStages) & 1);
+      mbar_wait(bar_v(st_last), ((it - 1) / kStages) & 1);
+      take_turn();
+      wgmma_fence();
+      q_tile = sQ(ahead_qb);
+      issue_s(acc_s_next, st);
+      wgmma_commit();
+      issue_pv(p_frag, st_last);
+      wgmma_commit();
+      pass_turn();
+      wgmma_wait<1>();  // the next tile's first S has landed; the last P~ V may still run
+      fence_registers(acc_s_next);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) carried_m[hf] = -INFINITY, carried_l[hf] = 0.0f;
+      first_softmax(acc_s_next, carried_m, carried_l, alpha, limit_next, ahead_row0,
+                    ahead_n_end - 1);
+      wgmma_wait<0>();
+      fence_registers(acc_o);
+      mbar_arrive(bar_empty(st_last));
+      pack_p(carried_p, acc_s_next);  // p_frag's last reader is done
+    } else {                          // the last P~ V
       mbar_wait(bar_v(st_last), ((it - 1) / kStages) & 1);
       wgmma_fence();
       issue_pv(p_frag, st_last);
@@ -512,6 +601,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
       }
     }
+    if constexpr (T::kTileOverlap) ahead_started = next_started;
   }
   if constexpr (T::kStoreOByTma) {
     release_staged_o();
