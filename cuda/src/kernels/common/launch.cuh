@@ -104,7 +104,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // order90=N,fused90=N,grid90=N" picks the rejected d = 64 alternatives of
 // kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32
 // float32 kernels' at d = 128, fwd 1 and dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7,
-// 12, 15, kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
+// 12, 15, 16, kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
 // tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1 the
 // one that is not the default, dispatch.cu's dq_strategy; both are always compiled), the sm90
@@ -113,8 +113,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // and 6 the rule that keeps one section where a wave holds a few tiles of each head or more,
 // dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
 // kernels (fused90: 1 a grid of a block per key tile with dQ's product in step, 2 the
-// persistent grid with dQ's product in step, instead of deferred a step;
-// kernels/sm90/configs.hpp) and
+// persistent grid with dQ's product in step, instead of deferred a step; 3 the deferred kernels
+// with dK and dV stored by the TMA; kernels/sm90/configs.hpp) and
 // the persistent backward's grid (grid90: at most N blocks, so that the suites' small problems run
 // many tiles a block). Read once; unknown keys and values fall back to 0.
 //
@@ -133,7 +133,8 @@ struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
-  int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step
+  int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step,
+                    // 3 dK and dV stored by the TMA
   int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
 };
 inline const Tune& tune() {
@@ -150,14 +151,14 @@ inline const Tune& tune() {
       out = v >= 0 && v <= max ? v : 0;
     };
     read("fwd", r.fwd, 3);
-    read("fwd90", r.fwd90, 15);
+    read("fwd90", r.fwd90, 16);
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 2);
+    read("fused90", r.fused90, 3);
     read("grid90", r.grid90, 1 << 20);
     return r;
   }();

@@ -127,6 +127,8 @@ struct BwdDkvTraitsOf {
   // runs under the other's products.
   static constexpr bool kDqDeferred = kFused && kDqDeferred_;
   static constexpr int kDsSets = kDqDeferred ? 2 : 1;
+  // Whether dK and dV may leave by the TMA (BwdTraitsStoreDkvByTma below).
+  static constexpr bool kStoreDkvByTma = false;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
@@ -210,6 +212,24 @@ template <typename Element, int kD, int kStages, int kDqMode>
 struct BwdFusedRowsDeferredSharedTraits
     : BwdDkvTraitsOf<Element, kD, kStages, kDqMode, 128, true, 1, true, 2> {};
 
+// The persistent fused kernel's epilogue by the TMA: each consumer writes its 64 rows of dK_j
+// and dV_j, rounded to the gradient dtype, into K_j's and V_j's tiles (laid out as the TMA
+// loaded them), and one thread stores them with four bulk tensor copies; K_j and V_j are free
+// for the next tile once the copies have read them. The staged epilogue (store_consumer_tile)
+// writes both as float32 rows over K_j, V_j and dS and copies them out with the consumers'
+// loads and stores, two tiles one after the other, while the next tile's K_j and V_j wait for
+// all of it. Where the host cannot make the gradients' tensor maps (float32 gradients, strides
+// the TMA refuses) it runs `Staged`, the kernel with the staged epilogue (both epilogues in one
+// kernel serialized the d = 128 kernels' wgmmas for want of registers, C7512). The same
+// roundings of the same products: the same bits.
+template <typename Base>
+struct BwdTraitsStoreDkvByTma : Base {
+  static constexpr bool kStoreDkvByTma = true;
+  using Staged = Base;
+  static_assert(Base::kPersistent && Base::kFused,
+                "the TMA's epilogue frees K_j and V_j for a persistent block's next tile");
+};
+
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
 // ascending or (kWalkDown) descending.
@@ -242,7 +262,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     bwd_dkdv_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q,
                           const __grid_constant__ CUtensorMap tmap_k,
                           const __grid_constant__ CUtensorMap tmap_v,
-                          const __grid_constant__ CUtensorMap tmap_do, const AttnArgs args) {
+                          const __grid_constant__ CUtensorMap tmap_do, const AttnArgs args,
+                          const __grid_constant__ CUtensorMap tmap_dk,
+                          const __grid_constant__ CUtensorMap tmap_dv) {
   using Element = typename T::Element;
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kStages = T::kStages;
   extern __shared__ unsigned char smem_raw[];
@@ -757,18 +779,55 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // (Written from the registers instead, with K_j and V_j loading under the stores, the
     // persistent kernel was 9-16% slower at d = 128: run 26b.)
     named_bar_sync(1, 128 * T::kConsumers);
-    float* sOut = reinterpret_cast<float*>(base_ptr);
-    store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
-        sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, w.b, n0, w.h_kv),
-        keys_valid, args.d, lane_row, t, ctid, 1);
-    store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
-        sOut, acc_dv, 1.0f, args.dv, args.grad_code, row_offset(args.dv, w.b, n0, w.h_kv),
-        keys_valid, args.d, lane_row, t, ctid, 1);
-    if constexpr (T::kPersistent) {
-      // The TMA (the async proxy) writes the next K_j and V_j over the staging just written.
+    if constexpr (T::kStoreDkvByTma) {
+      // Each consumer's rows of dK_j over K_j's (the other consumer's dQ product, which reads
+      // every row of K_j, is done: the barrier above) and of dV_j over V_j's, then out by the
+      // TMA, which clips the rows past S_k and the columns past d.
+      const int j = lane / 8, rr = lane % 8;
+      auto stage_rows = [&](uint32_t tile, const float(&acc)[kD / 2], float mul) {
+#pragma unroll
+        for (int i = 0; i < kD / 8; i += 2) {  // 8-column chunks i and i + 1, both row halves
+          const uint32_t frag[4] = {pack_pair<Element>(acc[4 * i] * mul, acc[4 * i + 1] * mul),
+                                    pack_pair<Element>(acc[4 * i + 2] * mul, acc[4 * i + 3] * mul),
+                                    pack_pair<Element>(acc[4 * i + 4] * mul, acc[4 * i + 5] * mul),
+                                    pack_pair<Element>(acc[4 * i + 6] * mul, acc[4 * i + 7] * mul)};
+          const int chunk = i + j / 2, row = c * 64 + warp * 16 + 8 * (j % 2) + rr;
+          stmatrix_x4(tile + (chunk / 8) * (kBlockN * kSwizzleBytes) + row * kSwizzleBytes +
+                          (((chunk % 8) ^ rr) * 16),
+                      frag);
+        }
+      };
+      stage_rows(sK, acc_dk, args.scale);
+      stage_rows(sV, acc_dv, 1.0f);
       fence_proxy_async_shared();
-      mbar_arrive(bar_kv_empty);
+      named_bar_sync(2 + c, 128);
+      if (ctid % 128 == 0) {
+#pragma unroll
+        for (int cb = 0; cb < kD / kBlockCols; ++cb) {
+          const uint32_t rows = cb * (kBlockN * kSwizzleBytes) + c * (64 * kSwizzleBytes);
+          tma_store_4d(&tmap_dk, sK + rows, cb * kBlockCols, n0 + c * 64, w.h_kv, w.b);
+          tma_store_4d(&tmap_dv, sV + rows, cb * kBlockCols, n0 + c * 64, w.h_kv, w.b);
+        }
+        bulk_wait_read();  // K_j's and V_j's rows read: the next tile's may load over them
+        mbar_arrive_count(bar_kv_empty, 128);
+      }
+    } else {
+      float* sOut = reinterpret_cast<float*>(base_ptr);
+      store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
+          sOut, acc_dk, args.scale, args.dk, args.grad_code, row_offset(args.dk, w.b, n0, w.h_kv),
+          keys_valid, args.d, lane_row, t, ctid, 1);
+      store_consumer_tile<kBlockN, kD, 128 * T::kConsumers, T::kEpilogueUnroll>(
+          sOut, acc_dv, 1.0f, args.dv, args.grad_code, row_offset(args.dv, w.b, n0, w.h_kv),
+          keys_valid, args.d, lane_row, t, ctid, 1);
+      if constexpr (T::kPersistent) {
+        // The TMA (the async proxy) writes the next K_j and V_j over the staging just written.
+        fence_proxy_async_shared();
+        mbar_arrive(bar_kv_empty);
+      }
     }
+  }
+  if constexpr (T::kStoreDkvByTma) {
+    if (ctid % 128 == 0) bulk_wait_complete();  // the last tile's stores written
   }
   if constexpr (T::kDqDeferred) {
     if (c == 0) named_bar_sync(10, 256);  // consumer 1's last turn passed

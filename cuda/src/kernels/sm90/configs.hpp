@@ -122,11 +122,18 @@ struct FwdVariant<Element, 128, 12> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, false>;
 };
 // 15: d = 64's short tiles with the next tile's first step under the last one's tail
-// (FwdTraitsTileOverlap; S_q <= 1024, a positive scale). Compiled, not yet timed
-// (docs/perf-notes.md, "Next (after run 30d)").
+// (FwdTraitsTileOverlap; S_q <= 1024, a positive scale). Run 31a (bench/results/2026-12-04-
+// h200-run31a, medians of 30, three rounds, ms, default -> 15): causal S = 1k (B 32) 0.2223,
+// 0.2227, 0.2222 -> 0.2291, 0.2286, 0.2286; S = 512 (B 64) 0.1494, 0.1493, 0.1496 -> 0.1576,
+// 0.1576, 0.1570; without the mask S = 1k 0.3555, 0.3543, 0.3548 -> 0.3424, 0.3428, 0.3423.
 template <typename Element>
 struct FwdVariant<Element, 64, 15> {
   using Traits = FwdTraitsTileOverlap<typename FwdShortConfig<Element>::Traits>;
+};
+// 16: the same where the next tile's Q and first K have landed (run 31b).
+template <typename Element>
+struct FwdVariant<Element, 64, 16> {
+  using Traits = FwdTraitsTileOverlap<typename FwdShortConfig<Element>::Traits, true>;
 };
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {
@@ -230,7 +237,8 @@ struct BwdConfig;
 // rounds, ms, default / two writers): the leaderboard 5.046 / 5.108, 5.057 / 5.039; S = 1k
 // 1.094 / 1.113, 1.098 / 1.114; S = 4k 2.756 / 2.844, 2.834 / 2.891: level or slower, deleted.
 // fused90=2 runs the in-step kernels (InStepOrdered, InStepAtomic) persistent, fused90=1 on a
-// grid of a block per key tile (OtherOrdered, OtherAtomic).
+// grid of a block per key tile (OtherOrdered, OtherAtomic), fused90=3 the default kernels with
+// dK and dV stored by the TMA (TmaOrdered, TmaAtomic: BwdTraitsStoreDkvByTma).
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -245,6 +253,9 @@ struct BwdConfig<Element, 64> {
   // A block per key tile, dQ in step (fused90=1).
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
+  // dK and dV stored by the TMA (fused90=3; run 31, not yet timed).
+  using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
+  using TmaAtomic = BwdTraitsStoreDkvByTma<FusedAtomic>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -257,6 +268,10 @@ struct BwdConfig<Element, 128> {
   using InStepAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic, true>;
   using OtherOrdered = BwdFusedColsTraits<Element, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedColsTraits<Element, 3, kDqAtomic>;
+  // (The atomic kernel, three stages, with the TMA's epilogue: ptxas serialized its wgmmas for
+  // want of registers, C7512; it keeps the staged one.)
+  using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
+  using TmaAtomic = FusedAtomic;
 };
 
 }  // namespace flashref::cuda::kernels::sm90

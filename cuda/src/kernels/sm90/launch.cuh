@@ -45,10 +45,10 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // A 4-D (d, S, H, B) tensor map over a (B, S, H, d) tensor of 16-bit elements: boxes of 64
 // columns x `rows` rows, 128-byte swizzled (kernels/sm90/hopper.cuh). Coordinates past S or d
-// read as zeros.
-inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType type, int d, int S,
-                              int heads, int batch, int rows, const char* what) {
-  CUtensorMap map;
+// read as zeros. The driver's verdict, which refuses a pointer or stride the TMA cannot take.
+inline CUresult try_tensor_map(CUtensorMap& map, const kernels::TensorArg& t,
+                               CUtensorMapDataType type, int d, int S, int heads, int batch,
+                               int rows) {
   const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(S), cuuint64_t(heads), cuuint64_t(batch)};
   // A dimension of extent 1 is never stepped along, and the backend accepts any stride there
   // (backend.cpp, misalignment); the TMA wants every stride a multiple of 16 bytes, so such a
@@ -60,10 +60,15 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
   if (batch == 1) strides[2] = strides[1] * cuuint64_t(heads);
   const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kBlockCols), cuuint32_t(rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  const CUresult r =
-      tensor_map_encoder()(&map, type, 4, t.ptr, dims, strides, box, element_strides,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return tensor_map_encoder()(&map, type, 4, t.ptr, dims, strides, box, element_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+// The same, or Unsupported naming the tensor (`what`) where the driver refuses it.
+inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType type, int d, int S,
+                              int heads, int batch, int rows, const char* what) {
+  CUtensorMap map;
+  const CUresult r = try_tensor_map(map, t, type, d, S, heads, batch, rows);
   if (r != CUDA_SUCCESS)
     throw Unsupported(std::string("cuda backend: the sm90 forward's TMA descriptor of ") + what +
                       " was refused (CUresult " + std::to_string(int(r)) +
@@ -186,8 +191,8 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
-// with S_q <= 1024, for a positive scale; another value
+// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 and 16 at
+// d = 64 with S_q <= 1024, for a positive scale; another value
 // keeps the configuration of that head dim).
 template <Family kFamily, DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
@@ -213,6 +218,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     if constexpr (kD == 64) {
       if (v == 15 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
         return launch_fwd<kDtype, typename FwdVariant<Element, 64, 15>::Traits>(args, stream);
+      if (v == 16 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
+        return launch_fwd<kDtype, typename FwdVariant<Element, 64, 16>::Traits>(args, stream);
     }
     if (v == 12 && !unfolded) {
       if constexpr (kD == 64) {
@@ -240,9 +247,11 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
 // T::kBlockN rows; `tiles`, `heads` size the grid (per query tile and head, or per key tile and
 // key/value head), at most `max_blocks` blocks when that is positive (a persistent grid);
 // `section` numbers its tiles (AttnArgs::tile_section).
-template <DType kDtype, typename T, typename Kernel>
+// (The dK/dV kernels take dK's and dV's maps too, and whether to store by them: `dkdv_maps`,
+// which the dQ pass's kernel does not take.)
+template <DType kDtype, typename T, typename Kernel, typename... DkdvMaps>
 void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, long long section,
-                const char* name, cudaStream_t stream, int max_blocks = 0) {
+                const char* name, cudaStream_t stream, int max_blocks, DkdvMaps... dkdv_maps) {
   args.tile_section = static_cast<int>(section);
   constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   const CUtensorMap q = tensor_map(args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM, "Q");
@@ -258,8 +267,30 @@ void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, lon
   const std::string label = kernel_label(name, element_name<typename T::Element>(), T::kD,
                                          T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes);
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, d_o, args);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, d_o, args, dkdv_maps...);
   check_cuda(cudaGetLastError(), label);
+}
+
+// dK's and dV's maps for the dK/dV kernels' epilogue by the TMA (T::kStoreDkvByTma), boxes of a
+// consumer's 64 rows: made where the gradients are in the input dtype at strides the TMA takes
+// (`made`); the kernels that stage their epilogue take Q's map in their place, unused.
+struct DkdvMaps {
+  CUtensorMap dk, dv;
+  bool made = false;
+};
+template <DType kDtype>
+DkdvMaps dkdv_maps(const kernels::AttnArgs& args, const CUtensorMap& stand_in, bool wanted) {
+  DkdvMaps m{stand_in, stand_in, false};
+  const int code = kDtype == DType::bf16 ? kernels::kOutBF16 : kernels::kOutF16;
+  constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
+  if (wanted && args.grad_code == code &&
+      try_tensor_map(m.dk, args.dk, type, args.d, args.S_k, args.H_kv, args.B, 64) ==
+          CUDA_SUCCESS &&
+      try_tensor_map(m.dv, args.dv, type, args.d, args.S_k, args.H_kv, args.B, 64) == CUDA_SUCCESS)
+    m.made = true;
+  else
+    m.dk = m.dv = stand_in;
+  return m;
 }
 
 // The fused backward (args.dq_accum set, its accumulator and counters zeroed by the
@@ -275,13 +306,20 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
     throw Unsupported(
         "cuda backend: the persistent fused backward needs its tile counter in the workspace "
         "(AttnArgs::tile_counter)");
+  const CUtensorMap stand_in = tensor_map(args.q, tensor_map_type<kDtype>(), args.d, args.S_q,
+                                         args.H, args.B, T::kBlockM, "Q");
+  const DkdvMaps out = dkdv_maps<kDtype>(args, stand_in, T::kStoreDkvByTma);
+  if constexpr (T::kStoreDkvByTma) {
+    if (!out.made) return backward_fused<kDtype, typename T::Staged>(args, stream);
+  }
   launch_bwd<kDtype, T>(
       kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args, kernels::ceil_div(args.S_k, T::kBlockN),
       args.H_kv, section,
       T::kPersistent
           ? (ordered ? "bwd_fused_ordered_persistent_wgmma" : "bwd_fused_atomic_persistent_wgmma")
           : (ordered ? "bwd_fused_ordered_wgmma" : "bwd_fused_atomic_wgmma"),
-      stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0);
+      stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk,
+      out.dv);
   const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0)
     launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
@@ -301,10 +339,13 @@ template <DType kDtype, typename Dq, typename Dkv>
 void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
                          kernels::ceil_div(args.S_q, Dq::kBlockM), args.H,
-                         query_tile_section(args, Dq::kD, 2, false), "bwd_dq_wgmma", stream);
+                         query_tile_section(args, Dq::kD, 2, false), "bwd_dq_wgmma", stream, 0);
+  const CUtensorMap stand_in = tensor_map(args.q, tensor_map_type<kDtype>(), args.d, args.S_q,
+                                         args.H, args.B, Dkv::kBlockM, "Q");
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
                           kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
-                          key_tile_section(args, Dkv::kD, 2, 0, false), "bwd_dkdv_wgmma", side);
+                          key_tile_section(args, Dkv::kD, 2, 0, false), "bwd_dkdv_wgmma", side, 0,
+                          stand_in, stand_in);
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
@@ -323,6 +364,9 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       if (tune().fused90 == 2)  // persistent, dQ in step (run 28)
         return backward_fused_as_asked<kDtype, typename Config::InStepOrdered,
                                        typename Config::InStepAtomic>(args, stream);
+      if (tune().fused90 == 3)  // dK and dV stored by the TMA (run 31)
+        return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
+                                       typename Config::TmaAtomic>(args, stream);
     }
     return backward_fused_as_asked<kDtype, typename Config::FusedOrdered,
                                    typename Config::FusedAtomic>(args, stream);
