@@ -104,7 +104,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // order90=N,fused90=N,grid90=N" picks the rejected d = 64 alternatives of
 // kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32
 // float32 kernels' at d = 128, fwd 1 and dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7,
-// 12, 15, 16, kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
+// 12, 15, kernels/sm90/configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small
 // tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain), the sm90 backward's deterministic dQ strategy (bwd90: 1 the
 // one that is not the default, dispatch.cu's dq_strategy; both are always compiled), the sm90
@@ -113,16 +113,16 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // and 6 the rule that keeps one section where a wave holds a few tiles of each head or more,
 // dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
 // kernels (fused90: 1 a grid of a block per key tile with dQ's product in step, 2 the
-// persistent grid with dQ's product in step, instead of deferred a step; 3 the deferred kernels
-// with dK and dV stored by the TMA; kernels/sm90/configs.hpp) and
+// persistent grid with dQ's product in step, instead of deferred a step; 3 and 4 the deferred
+// kernels with dK and dV stored by the TMA, or staged, at every S; kernels/sm90/configs.hpp) and
 // the persistent backward's grid (grid90: at most N blocks, so that the suites' small problems run
 // many tiles a block). Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
-// Without it, asking for one (every non-zero value above except f32=1 and fwd90=7, which pick
-// among the default kernels, bwd90=1, order90 and grid90) is an error that says so, never a
+// Without it, asking for one (every non-zero value above except f32=1, fwd90=7 and fused90=4,
+// which pick among the default kernels, bwd90=1, order90 and grid90) is an error that says so, never a
 // quiet fall back to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
@@ -134,7 +134,7 @@ struct Tune {
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
   int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step,
-                    // 3 dK and dV stored by the TMA
+                    // 3, 4 dK and dV stored by the TMA, staged, at every S
   int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
 };
 inline const Tune& tune() {
@@ -151,20 +151,20 @@ inline const Tune& tune() {
       out = v >= 0 && v <= max ? v : 0;
     };
     read("fwd", r.fwd, 3);
-    read("fwd90", r.fwd90, 16);
+    read("fwd90", r.fwd90, 15);
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
     read("f32bwd", r.f32bwd, 1);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 3);
+    read("fused90", r.fused90, 4);
     read("grid90", r.grid90, 1 << 20);
     return r;
   }();
   if constexpr (!kTuningVariants) {
     if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || (t.fwd90 != 0 && t.fwd90 != 7) || t.f32 == 2 ||
-        t.f32bwd != 0 || t.fused90 != 0) {
+        t.f32bwd != 0 || (t.fused90 != 0 && t.fused90 != 4)) {
       throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
                         std::getenv("FLASHREF_CUDA_TUNE") +
                         "\" asks for a tuning variant, and this build has none compiled (they "

@@ -52,9 +52,17 @@ struct FwdConfig<Element, 64> {
 // one slower (0.3713, 0.3712, 0.3692), and on the leaderboard level (1.0131-1.0136 against
 // 1.0094-1.0123); at d = 128, S = 1k, one buffer level (0.2912-0.2916 against 0.2911-0.2924;
 // no room for two): neither kept.
+// Without a mask, the next tile's first step runs under the last one's tail
+// (FwdTraitsTileOverlap). Run 31a (bench/results/2026-12-04-h200-run31a, medians of 30, three
+// rounds in rotating order, ms, the default -> the overlap): without the mask S = 1k (B 32)
+// 0.3555, 0.3543, 0.3548 -> 0.3424, 0.3428, 0.3423; causal S = 1k 0.2223, 0.2227, 0.2222 ->
+// 0.2291, 0.2286, 0.2286 and S = 512 (B 64) 0.1494, 0.1493, 0.1496 -> 0.1576, 0.1576, 0.1570, so
+// not with the mask (there a tail waits for the next tile's loads; run 31b: taking the overlap
+// only where they had landed, by a vote of the warpgroup, was slower still, 0.240 and 0.377).
 template <typename Element>
 struct FwdShortConfig {
   using Traits = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;
+  using NoMaskTraits = FwdTraitsTileOverlap<Traits>;
   static constexpr int kMaxRows = 1024;
 };
 
@@ -121,19 +129,11 @@ template <typename Element>
 struct FwdVariant<Element, 128, 12> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, false>;
 };
-// 15: d = 64's short tiles with the next tile's first step under the last one's tail
-// (FwdTraitsTileOverlap; S_q <= 1024, a positive scale). Run 31a (bench/results/2026-12-04-
-// h200-run31a, medians of 30, three rounds, ms, default -> 15): causal S = 1k (B 32) 0.2223,
-// 0.2227, 0.2222 -> 0.2291, 0.2286, 0.2286; S = 512 (B 64) 0.1494, 0.1493, 0.1496 -> 0.1576,
-// 0.1576, 0.1570; without the mask S = 1k 0.3555, 0.3543, 0.3548 -> 0.3424, 0.3428, 0.3423.
+// 15: d = 64's short tiles with the next tile's first step under the last one's tail with a
+// causal mask too (FwdShortConfig::NoMaskTraits everywhere; S_q <= 1024, a positive scale).
 template <typename Element>
 struct FwdVariant<Element, 64, 15> {
-  using Traits = FwdTraitsTileOverlap<typename FwdShortConfig<Element>::Traits>;
-};
-// 16: the same where the next tile's Q and first K have landed (run 31b).
-template <typename Element>
-struct FwdVariant<Element, 64, 16> {
-  using Traits = FwdTraitsTileOverlap<typename FwdShortConfig<Element>::Traits, true>;
+  using Traits = typename FwdShortConfig<Element>::NoMaskTraits;
 };
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {
@@ -236,9 +236,13 @@ struct BwdConfig;
 // at d = 128 with the second set's room given to a third stage (run 30a, medians of 30, two
 // rounds, ms, default / two writers): the leaderboard 5.046 / 5.108, 5.057 / 5.039; S = 1k
 // 1.094 / 1.113, 1.098 / 1.114; S = 4k 2.756 / 2.844, 2.834 / 2.891: level or slower, deleted.
+// On short walks the ordered kernel stores dK and dV by the TMA (BwdTraitsStoreDkvByTma), so
+// that a persistent block's next K_j and V_j load under the stores: fused_bwd_store_by_tma
+// below.
 // fused90=2 runs the in-step kernels (InStepOrdered, InStepAtomic) persistent, fused90=1 on a
-// grid of a block per key tile (OtherOrdered, OtherAtomic), fused90=3 the default kernels with
-// dK and dV stored by the TMA (TmaOrdered, TmaAtomic: BwdTraitsStoreDkvByTma).
+// grid of a block per key tile (OtherOrdered, OtherAtomic), fused90=3 the kernels with dK and
+// dV stored by the TMA at every S (TmaOrdered, TmaAtomic), fused90=4 the staged epilogue at
+// every S.
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -253,7 +257,7 @@ struct BwdConfig<Element, 64> {
   // A block per key tile, dQ in step (fused90=1).
   using OtherOrdered = BwdFusedRowsTraits<Element, 64, 3, kDqOrdered>;
   using OtherAtomic = BwdFusedRowsTraits<Element, 64, 3, kDqAtomic>;
-  // dK and dV stored by the TMA (fused90=3; run 31, not yet timed).
+  // dK and dV stored by the TMA (short walks; fused90=3 everywhere).
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = BwdTraitsStoreDkvByTma<FusedAtomic>;
 };
@@ -273,5 +277,18 @@ struct BwdConfig<Element, 128> {
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = FusedAtomic;
 };
+
+// Whether the fused backward's ordered kernel stores dK and dV by the TMA: where a key tile's
+// walk averages 1,024 queries or fewer (causal S_q <= 2k, S_q <= 1k without the mask; times the
+// GQA group, whose heads a walk takes in turn), and so its epilogue is a large share. Run 31b
+// (bench/results/2026-12-04-h200-run31b, `flashref bench` backward, causal, medians of 30, two
+// or three rounds in rotating order, ms, staged -> by the TMA): d = 128 S = 1k (B 32) 1.088,
+// 1.089, 1.088 -> 1.063, 1.067, 1.066; S = 2k (B 16) 1.708, 1.688, 1.623 -> 1.634, 1.609, 1.578;
+// S = 4k (B 8) 2.831, 2.926 -> 2.881, 2.908; the leaderboard 5.061, 5.085 -> 5.166, 5.237;
+// d = 64 S = 1k 0.627, 0.625, 0.626 -> 0.609, 0.609, 0.610, the leaderboard 2.652, 2.790 ->
+// 2.719, 2.575 (minima 2.543, 2.566 -> 2.488, 2.550). The same bits.
+constexpr bool fused_bwd_store_by_tma(long long walk_queries) {
+  return walk_queries <= 1024;
+}
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -69,7 +69,6 @@ struct FwdTraits {
   static constexpr bool kHandTile = false;
   // Whether a tile's first step runs under the last one's tail (FwdTraitsTileOverlap).
   static constexpr bool kTileOverlap = false;
-  static constexpr bool kOverlapWhenReady = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -118,14 +117,12 @@ struct FwdTraitsHandTile : Base {
 // issues the next tile's first S = Q K^T with it, in one turn, so that the first step's product
 // and softmax run under this tile's last product and epilogue, where both consumers otherwise
 // reach the tile's start at once and leave the tensor pipe idle. The same products in the same
-// order: the same bits. (Tuning variant fwd90=15; run 31a measured it 3% slower than the
-// default with the causal mask and 3.5% faster without: docs/perf-notes.md.) kWhenReady
-// (fwd90=16): only where the next tile's Q and first K have landed, by a vote of the
-// consumer's warpgroup, so that the last P~ V never waits for the next tile's loads.
-template <typename Base, bool kWhenReady = false>
+// order: the same bits. Without the mask a tile walks every key tile, so the next tile's Q and
+// first K have landed when the tail reaches them; with it, the short tiles' tails would wait for
+// those loads before their last P~ V (configs.hpp, FwdShortConfig: run 31a).
+template <typename Base>
 struct FwdTraitsTileOverlap : Base {
   static constexpr bool kTileOverlap = true;
-  static constexpr bool kOverlapWhenReady = kWhenReady;
   static_assert(Base::kHandTile && !Base::kStoreOByTma,
                 "the overlap needs the next tile's coordinates and O written from registers");
 };
@@ -498,14 +495,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     bool next_started = false;
     float acc_s_next[kBlockN / 2];
     if constexpr (T::kTileOverlap) {
-      bool ready = tile_of_round(r + 1) < tiles;
-      if (T::kOverlapWhenReady && ready) {
-        const int qb_next = q_loads % T::kQBuffers, st = it % kStages;
-        ready = named_bar_all(5 + c, 128,
-                              mbar_test(bar_q(qb_next), (q_loads / T::kQBuffers) & 1) &&
-                                  mbar_test(bar_k(st), (it / kStages) & 1));
-      }
-      if (ready) {
+      if (tile_of_round(r + 1) < tiles) {
         ahead_qb = q_loads % T::kQBuffers;
         mbar_wait(bar_q(ahead_qb), (q_loads / T::kQBuffers) & 1);
         ++q_loads;

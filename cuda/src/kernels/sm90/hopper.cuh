@@ -95,19 +95,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
-// Whether the phase of parity `parity` has completed, without waiting.
-__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // A 32-bit word of shared memory one role of a block hands another under an mbarrier (the
 // arrive releases it, the wait acquires it), by its shared address: a generic pointer would
 // take two of the producer warpgroup's 40 registers.
@@ -162,20 +149,6 @@ __device__ __forceinline__ void named_bar_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-// A barrier that is also a vote: whether `pred` holds in every one of the `threads` meeting at
-// named barrier `id` (so that a warpgroup takes one branch around its collective wgmma).
-__device__ __forceinline__ bool named_bar_all(int id, int threads, bool pred) {
-  uint32_t all;
-  asm volatile(
-      "{\n.reg .pred p, q;\n"
-      "setp.ne.u32 p, %1, 0;\n"
-      "bar.red.and.pred q, %2, %3, p;\n"
-      "selp.u32 %0, 1, 0, q;\n}\n"
-      : "=r"(all)
-      : "r"(static_cast<uint32_t>(pred)), "r"(id), "r"(threads)
-      : "memory");
-  return all != 0;
 }
 
 // Orders this thread's generic-proxy writes to shared memory before later async-proxy reads

@@ -191,8 +191,8 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 and 16 at
-// d = 64 with S_q <= 1024, for a positive scale; another value
+// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
+// with S_q <= 1024, for a positive scale; another value
 // keeps the configuration of that head dim).
 template <Family kFamily, DType kDtype, int kD>
 void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
@@ -218,8 +218,6 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     if constexpr (kD == 64) {
       if (v == 15 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
         return launch_fwd<kDtype, typename FwdVariant<Element, 64, 15>::Traits>(args, stream);
-      if (v == 16 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
-        return launch_fwd<kDtype, typename FwdVariant<Element, 64, 16>::Traits>(args, stream);
     }
     if (v == 12 && !unfolded) {
       if constexpr (kD == 64) {
@@ -237,8 +235,10 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     // fwd90=7 (a default kernel, in any build): the 192-row tiles at S_q <= 1024 too, so that
     // the suites' small problems run the kernel of the long sequences (scripts/device-run).
     using Short = kernels::sm90::FwdShortConfig<Element>;
-    if (args.S_q <= Short::kMaxRows && tune().fwd90 != 7)
+    if (args.S_q <= Short::kMaxRows && tune().fwd90 != 7) {
+      if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
       return launch_fwd<kDtype, typename Short::Traits>(args, stream);
+    }
   }
   launch_fwd<kDtype, typename Config::Traits>(args, stream);
 }
@@ -364,10 +364,17 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
       if (tune().fused90 == 2)  // persistent, dQ in step (run 28)
         return backward_fused_as_asked<kDtype, typename Config::InStepOrdered,
                                        typename Config::InStepAtomic>(args, stream);
-      if (tune().fused90 == 3)  // dK and dV stored by the TMA (run 31)
+      if (tune().fused90 == 3)  // dK and dV stored by the TMA at every S (run 31b)
         return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                        typename Config::TmaAtomic>(args, stream);
     }
+    // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
+    // suites' small problems run the kernel of the long walks (scripts/device-run).
+    const long long walk_queries =
+        static_cast<long long>(args.causal ? args.S_q / 2 : args.S_q) * args.group;
+    if (kernels::sm90::fused_bwd_store_by_tma(walk_queries) && tune().fused90 != 4)
+      return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
+                                     typename Config::FusedAtomic>(args, stream);
     return backward_fused_as_asked<kDtype, typename Config::FusedOrdered,
                                    typename Config::FusedAtomic>(args, stream);
   }
