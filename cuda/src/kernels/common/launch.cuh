@@ -122,8 +122,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
 // Without it, asking for one (every non-zero value above except f32=1, fwd90=7 and fused90=4,
-// which pick among the default kernels, bwd90=1, order90 and grid90) is an error that says so, never a
-// quiet fall back to the default.
+// which pick among the default kernels, bwd90=1, order90 and grid90) is an error that says so,
+// never a quiet fall back to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif

@@ -40,6 +40,7 @@
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm90/bwd_common.cuh"
 #include "kernels/sm90/hopper.cuh"
+#include "kernels/sm90/stage_rows.cuh"
 #include "kernels/sm90/wgmma.cuh"
 
 namespace flashref::cuda::kernels::sm90 {
@@ -783,22 +784,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       // Each consumer's rows of dK_j over K_j's (the other consumer's dQ product, which reads
       // every row of K_j, is done: the barrier above) and of dV_j over V_j's, then out by the
       // TMA, which clips the rows past S_k and the columns past d.
-      const int j = lane / 8, rr = lane % 8;
-      auto stage_rows = [&](uint32_t tile, const float(&acc)[kD / 2], float mul) {
-#pragma unroll
-        for (int i = 0; i < kD / 8; i += 2) {  // 8-column chunks i and i + 1, both row halves
-          const uint32_t frag[4] = {pack_pair<Element>(acc[4 * i] * mul, acc[4 * i + 1] * mul),
-                                    pack_pair<Element>(acc[4 * i + 2] * mul, acc[4 * i + 3] * mul),
-                                    pack_pair<Element>(acc[4 * i + 4] * mul, acc[4 * i + 5] * mul),
-                                    pack_pair<Element>(acc[4 * i + 6] * mul, acc[4 * i + 7] * mul)};
-          const int chunk = i + j / 2, row = c * 64 + warp * 16 + 8 * (j % 2) + rr;
-          stmatrix_x4(tile + (chunk / 8) * (kBlockN * kSwizzleBytes) + row * kSwizzleBytes +
-                          (((chunk % 8) ^ rr) * 16),
-                      frag);
-        }
-      };
-      stage_rows(sK, acc_dk, args.scale);
-      stage_rows(sV, acc_dv, 1.0f);
+      const float dk_mul[2] = {args.scale, args.scale}, dv_mul[2] = {1.0f, 1.0f};
+      stage_rows<Element, kD, kBlockN>(sK, acc_dk, dk_mul, c * 64, warp, lane);
+      stage_rows<Element, kD, kBlockN>(sV, acc_dv, dv_mul, c * 64, warp, lane);
       fence_proxy_async_shared();
       named_bar_sync(2 + c, 128);
       if (ctid % 128 == 0) {

@@ -36,6 +36,7 @@
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm90/hopper.cuh"
+#include "kernels/sm90/stage_rows.cuh"
 #include "kernels/sm90/wgmma.cuh"
 
 namespace flashref::cuda::kernels::sm90 {
@@ -561,19 +562,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       // S_q and the columns past d.
       mbar_wait(bar_q_empty(qb), ((q_loads - 1) / T::kQBuffers) & 1);
       const uint32_t sO = sK(st_last);
-      const int warp = (tid % 128) / 32, j = lane / 8, rr = lane % 8;
-#pragma unroll
-      for (int i = 0; i < kD / 8; i += 2) {  // 8-column chunks i and i + 1, both row halves
-        const uint32_t frag[4] = {
-            pack_pair<Element>(acc_o[4 * i] * inv[0], acc_o[4 * i + 1] * inv[0]),
-            pack_pair<Element>(acc_o[4 * i + 2] * inv[1], acc_o[4 * i + 3] * inv[1]),
-            pack_pair<Element>(acc_o[4 * i + 4] * inv[0], acc_o[4 * i + 5] * inv[0]),
-            pack_pair<Element>(acc_o[4 * i + 6] * inv[1], acc_o[4 * i + 7] * inv[1])};
-        const int chunk = i + j / 2, row = c * 64 + warp * 16 + 8 * (j % 2) + rr;
-        stmatrix_x4(sO + (chunk / 8) * (kBlockM * kSwizzleBytes) + row * kSwizzleBytes +
-                        (((chunk % 8) ^ rr) * 16),
-                    frag);
-      }
+      stage_rows<Element, kD, kBlockM>(sO, acc_o, inv, c * 64, (tid % 128) / 32, lane);
       fence_proxy_async_shared();
       named_bar_sync(3 + c, 128);
       if (elected) {

@@ -62,7 +62,8 @@ inline CUresult try_tensor_map(CUtensorMap& map, const kernels::TensorArg& t,
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   return tensor_map_encoder()(&map, type, 4, t.ptr, dims, strides, box, element_strides,
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 // The same, or Unsupported naming the tensor (`what`) where the driver refuses it.
 inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType type, int d, int S,
@@ -307,7 +308,7 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
         "cuda backend: the persistent fused backward needs its tile counter in the workspace "
         "(AttnArgs::tile_counter)");
   const CUtensorMap stand_in = tensor_map(args.q, tensor_map_type<kDtype>(), args.d, args.S_q,
-                                         args.H, args.B, T::kBlockM, "Q");
+                                          args.H, args.B, T::kBlockM, "Q");
   const DkdvMaps out = dkdv_maps<kDtype>(args, stand_in, T::kStoreDkvByTma);
   if constexpr (T::kStoreDkvByTma) {
     if (!out.made) return backward_fused<kDtype, typename T::Staged>(args, stream);
@@ -341,7 +342,7 @@ void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cud
                          kernels::ceil_div(args.S_q, Dq::kBlockM), args.H,
                          query_tile_section(args, Dq::kD, 2, false), "bwd_dq_wgmma", stream, 0);
   const CUtensorMap stand_in = tensor_map(args.q, tensor_map_type<kDtype>(), args.d, args.S_q,
-                                         args.H, args.B, Dkv::kBlockM, "Q");
+                                          args.H, args.B, Dkv::kBlockM, "Q");
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
                           kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
                           key_tile_section(args, Dkv::kD, 2, 0, false), "bwd_dkdv_wgmma", side, 0,
