@@ -135,6 +135,18 @@ template <typename Element>
 struct FwdVariant<Element, 64, 15> {
   using Traits = typename FwdShortConfig<Element>::NoMaskTraits;
 };
+// 13 and 14: d = 64's short tiles with four stages instead of three, so that a tile's first K
+// loads a key tile earlier: with the overlap of tiles (13), whose causal tails waited for it
+// (run 31a), and without (14, the control). Compiled, not yet timed (run 31f).
+template <typename Element>
+struct FwdVariant<Element, 64, 13> {
+  using Traits = FwdTraitsTileOverlap<
+      FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 4, true, 128, true>>>;
+};
+template <typename Element>
+struct FwdVariant<Element, 64, 14> {
+  using Traits = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 4, true, 128, true>>;
+};
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {
   using Traits = FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true, true>;
