@@ -57,8 +57,11 @@ struct FwdConfig<Element, 64> {
 // rounds in rotating order, ms, the default -> the overlap): without the mask S = 1k (B 32)
 // 0.3555, 0.3543, 0.3548 -> 0.3424, 0.3428, 0.3423; causal S = 1k 0.2223, 0.2227, 0.2222 ->
 // 0.2291, 0.2286, 0.2286 and S = 512 (B 64) 0.1494, 0.1493, 0.1496 -> 0.1576, 0.1576, 0.1570, so
-// not with the mask (there a tail waits for the next tile's loads; run 31b: taking the overlap
-// only where they had landed, by a vote of the warpgroup, was slower still, 0.240 and 0.377).
+// not with the mask. Not for want of the next tile's loads: run 31f (bench/results/2026-12-04-
+// h200-run31f) gave the overlap four stages, and it was as slow (S = 1k 0.2303, 0.2304, 0.2301
+// against the default's 0.2235, 0.2228, 0.2232; four stages alone 0.2257, 0.2263, 0.2250); run
+// 31b took it only where those loads had landed, by a vote of the warpgroup, slower still
+// (0.240).
 template <typename Element>
 struct FwdShortConfig {
   using Traits = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;
@@ -134,18 +137,6 @@ struct FwdVariant<Element, 128, 12> {
 template <typename Element>
 struct FwdVariant<Element, 64, 15> {
   using Traits = typename FwdShortConfig<Element>::NoMaskTraits;
-};
-// 13 and 14: d = 64's short tiles with four stages instead of three, so that a tile's first K
-// loads a key tile earlier: with the overlap of tiles (13), whose causal tails waited for it
-// (run 31a), and without (14, the control). Compiled, not yet timed (run 31f).
-template <typename Element>
-struct FwdVariant<Element, 64, 13> {
-  using Traits = FwdTraitsTileOverlap<
-      FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 4, true, 128, true>>>;
-};
-template <typename Element>
-struct FwdVariant<Element, 64, 14> {
-  using Traits = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 4, true, 128, true>>;
 };
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {

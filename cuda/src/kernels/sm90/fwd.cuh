@@ -118,9 +118,9 @@ struct FwdTraitsHandTile : Base {
 // issues the next tile's first S = Q K^T with it, in one turn, so that the first step's product
 // and softmax run under this tile's last product and epilogue, where both consumers otherwise
 // reach the tile's start at once and leave the tensor pipe idle. The same products in the same
-// order: the same bits. Without the mask a tile walks every key tile, so the next tile's Q and
-// first K have landed when the tail reaches them; with it, the short tiles' tails would wait for
-// those loads before their last P~ V (configs.hpp, FwdShortConfig: run 31a).
+// order: the same bits. It pays without the mask (every tile walks every key tile) and costs
+// with the causal mask, where tiles walk 1 to 8 key tiles, for a reason not yet found (not the
+// next tile's loads: configs.hpp, FwdShortConfig, runs 31a, 31b and 31f).
 template <typename Base>
 struct FwdTraitsTileOverlap : Base {
   static constexpr bool kTileOverlap = true;

@@ -192,7 +192,7 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 13-15 at d = 64
+// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
 // with S_q <= 1024, for a positive scale; another value
 // keeps the configuration of that head dim).
 template <Family kFamily, DType kDtype, int kD>
@@ -219,10 +219,6 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     if constexpr (kD == 64) {
       if (v == 15 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
         return launch_fwd<kDtype, typename FwdVariant<Element, 64, 15>::Traits>(args, stream);
-      if (v == 13 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
-        return launch_fwd<kDtype, typename FwdVariant<Element, 64, 13>::Traits>(args, stream);
-      if (v == 14 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
-        return launch_fwd<kDtype, typename FwdVariant<Element, 64, 14>::Traits>(args, stream);
     }
     if (v == 12 && !unfolded) {
       if constexpr (kD == 64) {
