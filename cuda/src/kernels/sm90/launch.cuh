@@ -248,8 +248,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
 // T::kBlockN rows; `tiles`, `heads` size the grid (per query tile and head, or per key tile and
 // key/value head), at most `max_blocks` blocks when that is positive (a persistent grid);
 // `section` numbers its tiles (AttnArgs::tile_section).
-// (The dK/dV kernels take dK's and dV's maps too, and whether to store by them: `dkdv_maps`,
-// which the dQ pass's kernel does not take.)
+// (The dK/dV kernels take dK's and dV's maps too, `dkdv_maps`, which the dQ pass's kernel does
+// not take.)
 template <DType kDtype, typename T, typename Kernel, typename... DkdvMaps>
 void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, long long section,
                 const char* name, cudaStream_t stream, int max_blocks, DkdvMaps... dkdv_maps) {
