@@ -162,7 +162,7 @@ void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype, 
   // itself.
   switch (dtype) {
     case DType::f32:
-      if (family == Family::ffma)
+      if (family == Family::ffma || family == Family::sm90_3xtf32)  // the ffma backward
         run_preprocess_natural_log(args, stream);
       else
         run_preprocess<float>(args, stream, "f32, log2");

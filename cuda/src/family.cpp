@@ -19,6 +19,8 @@ const char* family_name(Family f) {
       return "ffma";
     case Family::sm90:
       return "sm90";
+    case Family::sm90_3xtf32:
+      return "sm90_3xtf32";
   }
   return "?";
 }
@@ -28,11 +30,13 @@ FamilyOverride family_override_from(const char* value) {
   if (v.empty() || v == "auto") return FamilyOverride::none;
   if (v == "sm80") return FamilyOverride::sm80;
   if (v == "3xtf32") return FamilyOverride::three_tf32;
+  if (v == "ffma") return FamilyOverride::ffma;
   throw InvalidArgument("FLASHREF_CUDA_FAMILY",
                         "\"" + v +
                             "\" is not a family choice: use auto (the default), sm80 (bf16/f16 on "
-                            "the mma.sync kernels, not sm90) or 3xtf32 (exact float32 as 3xTF32 "
-                            "on the mma.sync kernels, not on the FMA units)");
+                            "the mma.sync kernels, not sm90), 3xtf32 (exact float32 as 3xTF32 "
+                            "on the mma.sync kernels) or ffma (exact float32 on the FMA units, "
+                            "not as 3xTF32 on wgmma)");
 }
 
 bool sm90_built() {
@@ -44,16 +48,17 @@ bool sm90_built() {
 }
 
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
+  // sm90 and sm90_3xtf32 are compiled for head dims 64 and 128: d in 33..128 runs there (padded
+  // up), the rest on sm80 or ffma (docs/cuda.md). sm_90a code runs on compute capability 9.0
+  // only. A build without 90a in CMAKE_CUDA_ARCHITECTURES has no sm90 kernels
+  // (flashref_cuda_instances).
+  const bool hopper = sm90_built() && arch == 90 && d > 32 && d <= 128;
   if (dtype == DType::f32) {
     if (allow_tf32) return Family::sm80_tf32;
-    return o == FamilyOverride::three_tf32 && d <= kMaxTf32HeadDim ? Family::sm80_3xtf32
-                                                                   : Family::ffma;
+    if (o == FamilyOverride::three_tf32 && d <= kMaxTf32HeadDim) return Family::sm80_3xtf32;
+    return hopper && o != FamilyOverride::ffma ? Family::sm90_3xtf32 : Family::ffma;
   }
-  // sm90 is compiled for head dims 64 and 128: d in 33..128 runs there (padded up), the rest on
-  // sm80 (docs/cuda.md). sm_90a code runs on compute capability 9.0 only.
-  // A build without 90a in CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
-  if (sm90_built() && arch == 90 && d > 32 && d <= 128 && d % 8 == 0 && o != FamilyOverride::sm80)
-    return Family::sm90;
+  if (hopper && d % 8 == 0 && o != FamilyOverride::sm80) return Family::sm90;
   return Family::sm80;
 }
 

@@ -22,6 +22,9 @@ enum class Family {
   ffma,         // exact float32 on the FMA units (kernels/ffma); sm_80 and newer, every d
   sm90,         // wgmma, TMA and warp specialization (kernels/sm90), bf16 / f16 at compiled head
                 // dims 64 and 128; sm_90a only
+  sm90_3xtf32,  // exact float32 on sm_90a: the forward as three TF32 wgmma per product
+                // (kernels/sm90/fwd_3xtf32.cuh), the backward the ffma family's; compiled head
+                // dims 64 and 128
 };
 
 const char* family_name(Family f);
@@ -32,16 +35,18 @@ inline constexpr int kMaxTf32HeadDim = 128;
 
 // FLASHREF_CUDA_FAMILY: what a user may force, to compare families on one card. Unset, empty
 // or "auto": the choice below; "sm80": bf16/f16 on the mma.sync kernels on a Hopper GPU;
-// "3xtf32": exact float32 as 3xTF32 on mma.sync (sm80_3xtf32) at d <= kMaxTf32HeadDim. Any
-// other value is an InvalidArgument naming the variable.
-enum class FamilyOverride { none, sm80, three_tf32 };
+// "3xtf32": exact float32 as 3xTF32 on mma.sync (sm80_3xtf32) at d <= kMaxTf32HeadDim; "ffma":
+// exact float32 on the FMA units (not on sm90_3xtf32). Any other value is an InvalidArgument
+// naming the variable.
+enum class FamilyOverride { none, sm80, three_tf32, ffma };
 FamilyOverride family_override_from(const char* value);
 
 // `arch` is the device's compute capability as major * 10 + minor (80, 86, 90, ...). Every
 // device the backend accepts (sm_80 or newer) has a family for every dtype: bf16/f16 run on
 // sm90 on Hopper (arch 90) at the head dims it is compiled for (d in 33..128: compiled 64 and
-// 128), otherwise on sm80; float32 on sm80_tf32 with allow_tf32, and exact on ffma (the 3xTF32
-// kernels measured slower on the H200 in all but one pass: docs/cuda.md).
+// 128), otherwise on sm80; float32 on sm80_tf32 with allow_tf32, and exact on sm90_3xtf32 on
+// Hopper at d in 33..128, elsewhere on ffma (the mma.sync 3xTF32 kernels measured slower on the
+// H200 in all but one pass: docs/cuda.md).
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o);
 // The same with FLASHREF_CUDA_FAMILY's override, read once per process.
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32);

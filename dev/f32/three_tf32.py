@@ -80,13 +80,49 @@ def product(mode):
             acc = acc + tmp
         return acc
 
+    def trunc(x):
+        """TF32 by dropping the low 13 bits: what a tf32 wgmma reads from a raw float32 tile."""
+        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+        return (u & np.uint32(0xFFFFE000)).view(np.float32)
+
+    def wgmma_blocks(a, b, block, big=trunc):
+        # A tf32 wgmma (m64nNk8) per 8 reduction indices, three per step (small terms first),
+        # the big halves by truncation (the raw float32 tiles) and the small ones truncated too;
+        # each block of `block` indices summed from a zeroed accumulator with the tensor cores'
+        # truncated float32 sums, then added into the result with round to nearest.
+        a_big, b_big = big(a), big(b)
+        a_small, b_small = big(a - a_big), big(b - b_big)
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        for c0 in range(0, a.shape[1], block):
+            tmp = np.zeros_like(acc)
+            for c in range(c0, min(c0 + block, a.shape[1]), 8):
+                for x, y in ((a_small, b_big), (a_big, b_small), (a_big, b_big)):
+                    part = x[:, c:c + 8].astype(np.float64) @ y[c:c + 8].astype(np.float64)
+                    tmp = rz32(tmp.astype(np.float64) + part)
+            acc = acc + tmp
+        return acc
+
+    if mode.startswith("sm90-fwd-"):
+        # sm90-fwd-s{S's block}-pv{P~ V's block}-{trunc|rna}: S's block 0 is the whole head dim.
+        _, _, sb, pvb, rounding = mode.split("-")
+        sb, pvb, big = int(sb[1:]), int(pvb[2:]), trunc if rounding == "trunc" else tf32
+        return (lambda a, b: wgmma_blocks(a, b, sb or a.shape[1], big),
+                lambda a, b: wgmma_blocks(a, b, pvb, big), plain)
+
     return {"f32": plain, "1xtf32": one, "3xtf32": three, "3xtf32-rz": three_tensor_core,
             "3xtf32-rz-fresh8": lambda a, b: three_tensor_core_fresh(a, b, 8),
-            "3xtf32-rz-fresh64": three_tensor_core_fresh}[mode]
+            "3xtf32-rz-fresh64": three_tensor_core_fresh,
+            # The sm90 3xTF32 forward: S = Q K^T over the whole head dim in one accumulation,
+            # P~ V from a fresh accumulator per key tile of 32 keys (O = alpha O + the tile's
+            # product); the backward's products in float32 (the FFMA kernels).
+            "sm90-fwd": (lambda a, b: wgmma_blocks(a, b, a.shape[1]),
+                         lambda a, b: wgmma_blocks(a, b, 32), plain)}[mode]
 
 
 def attention(q, k, v, do, causal, mm):
-    """O, L (natural log), dQ, dK, dV of one (B, H, S, d) problem, float32 throughout."""
+    """O, L (natural log), dQ, dK, dV of one (B, H, S, d) problem, float32 throughout. mm is one
+    product for all six, or (S's, P~ V's, the backward's)."""
+    mm_s, mm_pv, mm = mm if isinstance(mm, tuple) else (mm, mm, mm)
     B, H, S_q, d = q.shape
     S_k = k.shape[2]
     scale = np.float32(1.0 / np.sqrt(d))
@@ -99,12 +135,12 @@ def attention(q, k, v, do, causal, mm):
     for b in range(B):
         for h in range(H):
             Q, K, V, dO = q[b, h], k[b, h], v[b, h], do[b, h]
-            s = mm(Q, K.T) * scale
+            s = mm_s(Q, K.T) * scale
             s = np.where(visible, s, np.float32(-np.inf)).astype(np.float32)
             m = s.max(axis=1, keepdims=True)
             p = np.exp(s - m).astype(np.float32)
             l = p.sum(axis=1, keepdims=True, dtype=np.float32)
-            O = (mm(p, V) / l).astype(np.float32)
+            O = (mm_pv(p, V) / l).astype(np.float32)
             L = (m + np.log(l)).astype(np.float32)
             o[b, h], lse[b, h] = O, L[:, 0]
             # Backward from the stored O and L, as Algorithm 2 runs.
@@ -131,7 +167,8 @@ def main():
                     help="of f32, 3xtf32, 1xtf32, 3xtf32-rz (3xTF32 with the tensor cores' "
                          "accumulation: steps of 8, truncated sums), 3xtf32-rz-fresh8 and "
                          "3xtf32-rz-fresh64 (the same from a zeroed accumulator every 8 or 64 "
-                         "reduction indices, added into the result with round to nearest)")
+                         "reduction indices, added into the result with round to nearest), "
+                         "sm90-fwd (the sm90 3xTF32 forward's products, the backward's float32)")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     rows = []

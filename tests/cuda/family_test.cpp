@@ -26,7 +26,8 @@ TEST(CudaFamily, ChosenFromDtypeAndAllowTf32OnEveryAcceptedArch) {
   for (int arch : {80, 86, 89, 90}) {
     EXPECT_EQ(choose_family(arch, DType::bf16, 256, false), Family::sm80) << arch;
     EXPECT_EQ(choose_family(arch, DType::f16, 256, true), Family::sm80) << arch;  // no effect
-    EXPECT_EQ(choose_family(arch, DType::f32, 64, false, FamilyOverride::none), Family::ffma)
+    // Exact float32 at d = 256: the FMA units on every arch (no tensor-core kernel is compiled).
+    EXPECT_EQ(choose_family(arch, DType::f32, 256, false, FamilyOverride::none), Family::ffma)
         << arch;
     EXPECT_EQ(choose_family(arch, DType::f32, 64, true), Family::sm80_tf32) << arch;
   }
@@ -77,24 +78,37 @@ TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   }
 }
 
-// Exact float32 on the FMA units; as 3xTF32 on tensor cores only when FLASHREF_CUDA_FAMILY=3xtf32
-// asks, and only where it is compiled (d <= 128); allow_tf32 takes TF32 whatever is forced.
-TEST(CudaFamily, Float32RunsExactOnFfmaOr3xTf32WhenAskedOrOnTf32WhenAllowed) {
+// Exact float32: on Hopper at d in 33..128 as 3xTF32 on wgmma (sm90_3xtf32, where this build
+// has it), elsewhere on the FMA units; FLASHREF_CUDA_FAMILY=ffma keeps the FMA units, =3xtf32
+// takes 3xTF32 on mma.sync where it is compiled (d <= 128); allow_tf32 takes TF32 whatever is
+// forced.
+TEST(CudaFamily, Float32RunsExactOn3xTf32WgmmaOrFfmaOr3xTf32WhenAskedOrOnTf32WhenAllowed) {
   for (int arch : {80, 90}) {
     for (long long d : {4, 32, 64, 100, 128}) {
-      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none), Family::ffma) << d;
+      const bool wgmma = sm90_built() && arch == 90 && d > 32;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none),
+                wgmma ? Family::sm90_3xtf32 : Family::ffma)
+          << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::ffma), Family::ffma) << d;
       EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::three_tf32),
                 Family::sm80_3xtf32)
           << d;
-      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::sm80), Family::ffma) << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::sm80),
+                wgmma ? Family::sm90_3xtf32 : Family::ffma)
+          << d;
       EXPECT_EQ(choose_family(arch, DType::f32, d, true, FamilyOverride::three_tf32),
                 Family::sm80_tf32)
           << d;
     }
-    for (long long d : {132, 256})
+    for (long long d : {132, 256}) {
       EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::three_tf32), Family::ffma)
           << d;
+      EXPECT_EQ(choose_family(arch, DType::f32, d, false, FamilyOverride::none), Family::ffma) << d;
+    }
   }
+  EXPECT_STREQ(family_name(Family::sm90_3xtf32), "sm90_3xtf32");
+  EXPECT_TRUE(family_supports(Family::sm90_3xtf32, problem(DType::f32, 36)).ok);
+  EXPECT_FALSE(family_supports(Family::sm90_3xtf32, problem(DType::f32, 34)).ok);
   // The override does not reach bf16/f16 unless it names their family.
   EXPECT_EQ(choose_family(90, DType::bf16, 256, false, FamilyOverride::three_tf32), Family::sm80);
   if (sm90_built()) {
@@ -103,13 +117,14 @@ TEST(CudaFamily, Float32RunsExactOnFfmaOr3xTf32WhenAskedOrOnTf32WhenAllowed) {
   }
 }
 
-TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32AndAnythingElseIsNamed) {
+TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32OrFfmaAndAnythingElseIsNamed) {
   EXPECT_EQ(family_override_from(nullptr), FamilyOverride::none);
   EXPECT_EQ(family_override_from(""), FamilyOverride::none);
   EXPECT_EQ(family_override_from("auto"), FamilyOverride::none);
   EXPECT_EQ(family_override_from("sm80"), FamilyOverride::sm80);
   EXPECT_EQ(family_override_from("3xtf32"), FamilyOverride::three_tf32);
-  for (const char* wrong : {"sm90a", "ffma"}) {
+  EXPECT_EQ(family_override_from("ffma"), FamilyOverride::ffma);
+  for (const char* wrong : {"sm90a", "fma"}) {
     try {
       family_override_from(wrong);
       ADD_FAILURE() << "an unknown value must be refused: " << wrong;
@@ -135,7 +150,8 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
 // dQ's float32 accumulator at the compiled head dim, and one counter per 64-query tile when the
 // adds are ordered.
 TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
-  for (Family f : {Family::sm80, Family::sm80_tf32, Family::sm80_3xtf32, Family::ffma}) {
+  for (Family f : {Family::sm80, Family::sm80_tf32, Family::sm80_3xtf32, Family::ffma,
+                   Family::sm90_3xtf32}) {
     EXPECT_EQ(dq_strategy(f, true, 16384), DqStrategy::separate_pass) << family_name(f);
     EXPECT_EQ(dq_strategy(f, false, 16384), DqStrategy::separate_pass) << family_name(f);
   }

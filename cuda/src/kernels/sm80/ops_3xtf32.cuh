@@ -25,13 +25,6 @@
 
 namespace flashref::cuda::kernels {
 
-// x as the TF32 pair (big, small) above, from its bits.
-__device__ __forceinline__ void split_tf32(uint32_t& big, uint32_t& small, uint32_t x) {
-  const float f = __uint_as_float(x);
-  big = to_tf32(f);
-  small = to_tf32(f - __uint_as_float(big));
-}
-
 // The A fragment a (float32 bits) split once, for the several products it feeds.
 struct SplitA {
   uint32_t big[4], small[4];

@@ -25,15 +25,9 @@
 #include <cstdint>
 
 #include "kernels/common/tile_io.cuh"
+#include "kernels/common/tf32.cuh"
 
 namespace flashref::cuda::kernels {
-
-// The float rounded to TF32 (low 13 mantissa bits zero), as the bits an mma operand takes.
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
 
 // c += a b on TF32 tensor cores, float32 accumulation.
 __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,

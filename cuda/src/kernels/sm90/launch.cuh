@@ -22,6 +22,8 @@
 #include "kernels/sm90/bwd_dq.cuh"
 #include "kernels/sm90/bwd_postprocess.cuh"
 #include "kernels/sm90/configs.hpp"
+#include "kernels/sm90/fwd_3xtf32.cuh"
+#include "instances.hpp"
 #include "launch.hpp"
 
 namespace flashref::cuda::sm90 {
@@ -43,22 +45,25 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
-// A 4-D (d, S, H, B) tensor map over a (B, S, H, d) tensor of 16-bit elements: boxes of 64
-// columns x `rows` rows, 128-byte swizzled (kernels/sm90/hopper.cuh). Coordinates past S or d
-// read as zeros. The driver's verdict, which refuses a pointer or stride the TMA cannot take.
+// A 4-D (d, S, H, B) tensor map over a (B, S, H, d) tensor of 16-bit elements (or float32,
+// for the 3xTF32 forward): boxes of one 128-byte row (64 columns, or 32 of float32) x `rows`
+// rows, 128-byte swizzled (kernels/sm90/hopper.cuh). Coordinates past S or d read as zeros.
+// The driver's verdict, which refuses a pointer or stride the TMA cannot take.
 inline CUresult try_tensor_map(CUtensorMap& map, const kernels::TensorArg& t,
                                CUtensorMapDataType type, int d, int S, int heads, int batch,
                                int rows) {
+  const cuuint64_t bytes = type == CU_TENSOR_MAP_DATA_TYPE_FLOAT32 ? 4 : 2;
   const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(S), cuuint64_t(heads), cuuint64_t(batch)};
   // A dimension of extent 1 is never stepped along, and the backend accepts any stride there
   // (backend.cpp, misalignment); the TMA wants every stride a multiple of 16 bytes, so such a
   // dimension gets the stride of a packed one.
-  cuuint64_t strides[3] = {cuuint64_t(t.row_stride) * 2, cuuint64_t(t.head_stride) * 2,
-                           cuuint64_t(t.batch_stride) * 2};
-  if (S == 1) strides[0] = cuuint64_t(d) * 2;
+  cuuint64_t strides[3] = {cuuint64_t(t.row_stride) * bytes, cuuint64_t(t.head_stride) * bytes,
+                           cuuint64_t(t.batch_stride) * bytes};
+  if (S == 1) strides[0] = cuuint64_t(d) * bytes;
   if (heads == 1) strides[1] = strides[0] * cuuint64_t(S);
   if (batch == 1) strides[2] = strides[1] * cuuint64_t(heads);
-  const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kBlockCols), cuuint32_t(rows), 1, 1};
+  const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kSwizzleBytes / bytes), cuuint32_t(rows),
+                             1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   return tensor_map_encoder()(&map, type, 4, t.ptr, dims, strides, box, element_strides,
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -189,15 +194,41 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   check_cuda(cudaGetLastError(), label);
 }
 
+// Exact float32 (the sm90_3xtf32 family): O and L on the 3xTF32 forward
+// (kernels/sm90/fwd_3xtf32.cuh), or on the ffma family's where the driver refuses a tensor map
+// of Q, K or V.
+template <int kD>
+void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using T = kernels::sm90::Fwd3xTf32Traits<kD>;
+  constexpr CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  CUtensorMap q, k, v;
+  if (try_tensor_map(q, args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM) !=
+          CUDA_SUCCESS ||
+      try_tensor_map(k, args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) !=
+          CUDA_SUCCESS ||
+      try_tensor_map(v, args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) !=
+          CUDA_SUCCESS)
+    return run_forward<Family::ffma, DType::f32, kD>(args, stream);
+  const unsigned grid = grid_size(kernels::ceil_div(args.S_q, T::kBlockM), args.H, args.B);
+  if (grid == 0) return;
+  kernels::AttnArgs ordered = args;
+  ordered.tile_section = 0;  // one section: longest tiles first over every head
+  const std::string label = kernel_label("fwd_3xtf32", "f32", kD, T::kBlockM, T::kBlockN,
+                                         T::kThreads, T::kSmemBytes);
+  const auto kernel = kernels::sm90::fwd_3xtf32_kernel<T>;
+  configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
+  check_cuda(cudaGetLastError(), label);
+}
+
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
 // scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
 // with S_q <= 1024, for a positive scale; another value
 // keeps the configuration of that head dim).
-template <Family kFamily, DType kDtype, int kD>
-void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
-  static_assert(kFamily == Family::sm90, "the sm90 folder runs the sm90 family only");
+template <DType kDtype, int kD>
+void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using kernels::sm90::FwdVariant;
   using Config = kernels::sm90::FwdConfig<Element, kD>;
@@ -242,6 +273,19 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
     }
   }
   launch_fwd<kDtype, typename Config::Traits>(args, stream);
+}
+
+// O and L (Alg. 1) of the family: 16-bit inputs on the wgmma forwards above, exact float32 on
+// the 3xTF32 one.
+template <Family kFamily, DType kDtype, int kD>
+void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
+  if constexpr (kFamily == Family::sm90_3xtf32) {
+    static_assert(kDtype == DType::f32, "the sm90_3xtf32 family runs float32 only");
+    forward_3xtf32<kD>(args, stream);
+  } else {
+    static_assert(kFamily == Family::sm90, "the sm90 folder runs the sm90 families only");
+    forward_16bit<kDtype, kD>(args, stream);
+  }
 }
 
 // One backward kernel with Q and dO in boxes of T::kBlockM rows and K and V in boxes of
@@ -352,9 +396,8 @@ void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cud
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
 // `stream` and the dK/dV pass on `side`, which the caller forks from and joins back to
 // `stream`; or fused (args.dq_accum set), on `stream`.
-template <Family kFamily, DType kDtype, int kD>
-void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
-  static_assert(kFamily == Family::sm90, "the sm90 folder runs the sm90 family only");
+template <DType kDtype, int kD>
+void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
@@ -380,6 +423,19 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
                                    typename Config::FusedAtomic>(args, stream);
   }
   backward_two_passes<kDtype, typename Config::Dq, typename Config::Dkv>(args, stream, side);
+}
+
+template <Family kFamily, DType kDtype, int kD>
+void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  if constexpr (kFamily == Family::sm90_3xtf32) {
+    // The sm90_3xtf32 family's backward is the ffma family's (the exact float32 kernels on the
+    // FMA units), from the same natural-log L (dispatch.cu's preprocess): no 3xTF32 wgmma
+    // backward is written yet (docs/cuda.md).
+    static_assert(kDtype == DType::f32, "the sm90_3xtf32 family runs float32 only");
+    run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
+  } else {
+    backward_16bit<kDtype, kD>(args, stream, side);
+  }
 }
 
 }  // namespace flashref::cuda::sm90

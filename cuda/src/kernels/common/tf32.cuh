@@ -1,0 +1,24 @@
+// TF32 roundings shared by the tensor-core float32 paths (kernels/sm80's TF32 and 3xTF32
+// operand policies, kernels/sm90's 3xTF32 forward).
+#pragma once
+
+#include <cstdint>
+
+namespace flashref::cuda::kernels {
+
+// The float rounded to TF32 (low 13 mantissa bits zero), as the bits an mma operand takes.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x (float32 bits) as the 3xTF32 pair big = tf32(x), small = tf32(x - big); x - big is exact
+// in float32, so big + small carries 22 of x's 24 significant bits.
+__device__ __forceinline__ void split_tf32(uint32_t& big, uint32_t& small, uint32_t x) {
+  const float f = __uint_as_float(x);
+  big = to_tf32(f);
+  small = to_tf32(f - __uint_as_float(big));
+}
+
+}  // namespace flashref::cuda::kernels
