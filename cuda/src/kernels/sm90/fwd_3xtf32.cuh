@@ -17,9 +17,9 @@
 // rule with plain float32's margins (docs/perf-notes.md, run 32).
 //
 // Block: one query tile of 64 rows per consumer warpgroup (two), one block per tile. Warpgroup
-// 0 is the producer: its warp 0 (one thread) loads Q_i and, per key tile and stage, K_j and V_j
-// once the consumers have freed the stage; its warps 1-3 wait for each stage's raw tiles, make
-// K's halves and V^T's, and mark the stage ready. The consumers walk the key tiles from the last
+// 0 is the producer: its warp 0 (one thread) loads Q_i and, per key tile, K_j and V_j into one
+// raw buffer once the last ones are read; its warps 1-3 wait for a free stage and the raw tiles,
+// write K's halves and V^T's into the stage, free the raw buffer and mark the stage ready. The consumers walk the key tiles from the last
 // (the masked ones first), per tile: S (its groups' sums added under the next group's products),
 // the online softmax, P~ V under the rescale of O, and free the stage.
 #pragma once
@@ -49,18 +49,21 @@ struct Fwd3xTf32Traits {
   static constexpr int kConsumers = 2;
   static constexpr int kBlockM = 64 * kConsumers;  // B_q
   // B_k: V^T's tile is one 128-byte column block of keys, and two stages of K's and V^T's
-  // halves with V's raw tile fill shared memory beside Q_i at d = 128.
+  // halves with the raw K and V fill shared memory beside Q_i at d = 128.
   static constexpr int kBlockN = 32;
   static constexpr int kStages = 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kF32BlockCols;
   static constexpr int kQBytes = kBlockM * kD * 4;
   static constexpr int kKVBytes = kBlockN * kD * 4;  // one K, V or V^T tile (or half)
-  // Per stage: K big (the TMA's tile, rounded in place), K small, V^T big, V^T small, V raw.
-  static constexpr int kStageBytes = 5 * kKVBytes;
-  static constexpr int kTileBytes = kQBytes + kStages * kStageBytes;
-  // Q's barrier; per stage K raw, V raw, ready, empty.
-  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (1 + 4 * kStages);
+  // Per stage: K big, K small, V^T big, V^T small; and one raw K and V, as the TMA loaded them,
+  // which the producer turns into the next free stage (so that the loads of a key tile run
+  // ahead, under the consumers' use of both stages).
+  static constexpr int kStageBytes = 4 * kKVBytes;
+  static constexpr int kRawBytes = 2 * kKVBytes;
+  static constexpr int kTileBytes = kQBytes + kStages * kStageBytes + kRawBytes;
+  // Q's barrier; raw K, raw V and raw empty; per stage ready and empty.
+  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (4 + 2 * kStages);
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static constexpr int kTransformThreads = 96;  // the producer's warps 1-3
@@ -83,12 +86,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto sKSmall = [&](int st) { return sKBig(st) + kKV; };
   auto sVtBig = [&](int st) { return sKBig(st) + 2 * kKV; };
   auto sVtSmall = [&](int st) { return sKBig(st) + 3 * kKV; };
-  auto sVRaw = [&](int st) { return sKBig(st) + 4 * kKV; };
-  const uint32_t bar_q = base + T::kTileBytes;
-  auto bar_k_raw = [&](int st) { return bar_q + 8 * (1 + st); };
-  auto bar_v_raw = [&](int st) { return bar_q + 8 * (1 + kStages + st); };
-  auto bar_ready = [&](int st) { return bar_q + 8 * (1 + 2 * kStages + st); };
-  auto bar_empty = [&](int st) { return bar_q + 8 * (1 + 3 * kStages + st); };
+  const uint32_t sKRaw = base + T::kQBytes + kStages * T::kStageBytes, sVRaw = sKRaw + kKV;
+  const uint32_t bar_q = base + T::kTileBytes, bar_k_raw = bar_q + 8, bar_v_raw = bar_q + 16,
+                 bar_raw_empty = bar_q + 24;
+  auto bar_ready = [&](int st) { return bar_q + 8 * (4 + st); };
+  auto bar_empty = [&](int st) { return bar_q + 8 * (4 + kStages + st); };
 
   const int m_blocks = ceil_div(args.S_q, kBlockM);
   const Schedule tile(args, static_cast<int>(blockIdx.x), m_blocks);
@@ -98,9 +100,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
     mbar_init(bar_q, 1);
+    mbar_init(bar_k_raw, 1);
+    mbar_init(bar_v_raw, 1);
+    mbar_init(bar_raw_empty, T::kTransformThreads);
     for (int st = 0; st < kStages; ++st) {
-      mbar_init(bar_k_raw(st), 1);
-      mbar_init(bar_v_raw(st), 1);
       mbar_init(bar_ready(st), T::kTransformThreads);
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
@@ -112,59 +115,59 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     setmaxnreg_dec<T::kProducerRegs>();
     if (n_end == 0) return;  // the consumers write the tile; nothing to load
     if (tid == 0) {
-      // Alg. 1 line 5: Q_i; line 8, per key tile (walked from the last), into the next stage
-      // once the consumers have freed it.
+      // Alg. 1 line 5: Q_i; line 8, per key tile (walked from the last), into the raw tiles once
+      // the producer's other warps have read the last ones.
       mbar_expect_tx(bar_q, T::kQBytes);
 #pragma unroll
       for (int cb = 0; cb < T::kColBlocks; ++cb)
         tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kF32BlockCols,
                     tile.row0, tile.h, tile.b);
       for (int n = n_end - 1, it = 0; n >= 0; --n, ++it) {
-        const int st = it % kStages;
-        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
-        mbar_expect_tx(bar_k_raw(st), kKV);
+        mbar_wait(bar_raw_empty, (it & 1) ^ 1);
+        mbar_expect_tx(bar_k_raw, kKV);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sKBig(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k_raw(st),
+          tma_load_4d(sKRaw + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k_raw,
                       cb * kF32BlockCols, n * kBlockN, tile.h_kv, tile.b);
-        mbar_expect_tx(bar_v_raw(st), kKV);
+        mbar_expect_tx(bar_v_raw, kKV);
 #pragma unroll
         for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sVRaw(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v_raw(st),
+          tma_load_4d(sVRaw + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v_raw,
                       cb * kF32BlockCols, n * kBlockN, tile.h_kv, tile.b);
       }
     } else if (tid >= 32) {
       const int x = tid - 32, lane = tid % 32, warp = x / 32;
+      // V^T: row c (a head-dim column) holds the tile's 32 keys as one 128-byte swizzled row.
+      // Lane p writes position p, which holds key `key`: within each 8 keys the positions 0-3
+      // take the even keys and 4-7 the odd ones, the order in which the consumers' P~ fragments
+      // hold them (wgmma's accumulator gives a thread keys 2t and 2t + 1, its TF32 A fragment
+      // positions t and t + 4). The lane reads four head-dim columns of its key at once; 8
+      // lanes' keys are 8 rows apart in the swizzle, and the stores of one column fill 32 banks.
+      const int key = 8 * (lane / 8) + ((lane % 8) < 4 ? 2 * (lane % 8) : 2 * (lane % 8) - 7);
       for (int it = 0; it < n_end; ++it) {
         const int st = it % kStages;
-        const uint32_t parity = (it / kStages) & 1;
-        // K_j: each 16-byte chunk to its big half in place and its small half at the same
-        // offset of the small tile (the layout is the TMA's either way).
-        mbar_wait(bar_k_raw(st), parity);
+        const uint32_t parity = it & 1;
+        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);  // the consumers are done with st
+        // K_j: each 16-byte chunk's big and small halves at its offset in the stage's tiles
+        // (the layout is the TMA's either way).
+        mbar_wait(bar_k_raw, parity);
+#pragma unroll 2
         for (int chunk = x; chunk < kKV / 16; chunk += T::kTransformThreads) {
-          const uint32_t at = sKBig(st) + chunk * 16;
           uint32_t v[4], big[4], small[4];
           asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                        : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-                       : "r"(at));
+                       : "r"(sKRaw + chunk * 16));
 #pragma unroll
           for (int e = 0; e < 4; ++e) split_tf32(big[e], small[e], v[e]);
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(big[0]),
-                       "r"(big[1]), "r"(big[2]), "r"(big[3]));
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at + kKV), "r"(small[0]),
-                       "r"(small[1]), "r"(small[2]), "r"(small[3]));
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + chunk * 16),
+                       "r"(big[0]), "r"(big[1]), "r"(big[2]), "r"(big[3]));
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKSmall(st) + chunk * 16),
+                       "r"(small[0]), "r"(small[1]), "r"(small[2]), "r"(small[3]));
         }
-        // V_j^T: row c (a head-dim column) holds the tile's 32 keys as one 128-byte swizzled
-        // row. Lane p writes position p, which holds key kv_key(p): within each 8 keys the
-        // positions 0-3 take the even keys and 4-7 the odd ones, the order in which the
-        // consumers' P~ fragments hold them (wgmma's accumulator gives a thread keys 2t and
-        // 2t + 1, its TF32 A fragment positions t and t + 4). The lane reads four head-dim
-        // columns of its key at once; 8 lanes' keys are 8 rows apart in the swizzle, and the
-        // stores of one column fill 32 banks.
-        mbar_wait(bar_v_raw(st), parity);
-        const int key = 8 * (lane / 8) + ((lane % 8) < 4 ? 2 * (lane % 8) : 2 * (lane % 8) - 7);
+        mbar_wait(bar_v_raw, parity);
+#pragma unroll 2
         for (int c4 = warp; c4 < kD / 4; c4 += T::kTransformThreads / 32) {
-          const uint32_t from = sVRaw(st) + (c4 / 8) * (kBlockN * kSwizzleBytes) +
+          const uint32_t from = sVRaw + (c4 / 8) * (kBlockN * kSwizzleBytes) +
                                 key * kSwizzleBytes + (((c4 % 8) ^ (key % 8)) * 16);
           uint32_t v[4];
           asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
@@ -181,6 +184,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small));
           }
         }
+        mbar_arrive(bar_raw_empty);  // the raw tiles are read: the next ones may load
         fence_proxy_async_shared();  // the halves are read by wgmma (the async proxy)
         mbar_arrive(bar_ready(st));
       }
