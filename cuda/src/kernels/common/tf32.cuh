@@ -21,4 +21,13 @@ __device__ __forceinline__ void split_tf32(uint32_t& big, uint32_t& small, uint3
   small = to_tf32(f - __uint_as_float(big));
 }
 
+// The same halves for a wgmma operand, in three instructions: big rounded to nearest with ties
+// away, as cvt.rna rounds a finite value, by integer arithmetic on the bits, and small = x - big
+// left as float32 (exact), which the tensor core reads as TF32 by dropping its low 13 bits: an
+// error of at most 2^-11 of small, itself at most 2^-12 of x (dev/f32/three_tf32.py's `rnat`).
+__device__ __forceinline__ void split_tf32_raw_small(uint32_t& big, uint32_t& small, uint32_t x) {
+  big = (x + 0x1000u) & 0xFFFFE000u;
+  small = __float_as_uint(__uint_as_float(x) - __uint_as_float(big));
+}
+
 }  // namespace flashref::cuda::kernels

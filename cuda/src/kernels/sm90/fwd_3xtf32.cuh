@@ -64,8 +64,8 @@ struct Fwd3xTf32Traits {
   static constexpr int kTileBytes = kQBytes + kStages * kStageBytes + kRawBytes;
   // Q's barrier; raw K, raw V and raw empty; per stage ready and empty.
   static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (4 + 2 * kStages);
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
   static constexpr int kTransformThreads = 96;  // the producer's warps 1-3
   static_assert(kD % kF32BlockCols == 0 && kD <= 128, "compiled for d = 64 and 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
@@ -148,21 +148,33 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const int st = it % kStages;
         const uint32_t parity = it & 1;
         mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);  // the consumers are done with st
-        // K_j: each 16-byte chunk's big and small halves at its offset in the stage's tiles
-        // (the layout is the TMA's either way).
+        // K_j: each 8 head-dim columns' big and small halves at their offset in the stage's
+        // tiles, in Q's fragment order (the even columns, then the odd ones; q_fragment says why),
+        // the 16-byte chunks swizzled as the TMA lays them out.
         mbar_wait(bar_k_raw, parity);
-#pragma unroll 2
-        for (int chunk = x; chunk < kKV / 16; chunk += T::kTransformThreads) {
-          uint32_t v[4], big[4], small[4];
+        for (int u = x; u < kKV / 32; u += T::kTransformThreads) {
+          const int cb = u / (kBlockN * 4), row = (u / 4) % kBlockN, pair = u % 4;
+          const uint32_t at0 = cb * (kBlockN * kSwizzleBytes) + row * kSwizzleBytes +
+                               (((2 * pair) ^ (row % 8)) * 16);
+          const uint32_t at1 = cb * (kBlockN * kSwizzleBytes) + row * kSwizzleBytes +
+                               (((2 * pair + 1) ^ (row % 8)) * 16);
+          uint32_t v[8], big[8], small[8];
           asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                        : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-                       : "r"(sKRaw + chunk * 16));
+                       : "r"(sKRaw + at0));
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
+                       : "r"(sKRaw + at1));
 #pragma unroll
-          for (int e = 0; e < 4; ++e) split_tf32(big[e], small[e], v[e]);
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + chunk * 16),
-                       "r"(big[0]), "r"(big[1]), "r"(big[2]), "r"(big[3]));
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKSmall(st) + chunk * 16),
-                       "r"(small[0]), "r"(small[1]), "r"(small[2]), "r"(small[3]));
+          for (int e = 0; e < 8; ++e) split_tf32_raw_small(big[e], small[e], v[e]);
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at0),
+                       "r"(big[0]), "r"(big[2]), "r"(big[4]), "r"(big[6]));
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at1),
+                       "r"(big[1]), "r"(big[3]), "r"(big[5]), "r"(big[7]));
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKSmall(st) + at0),
+                       "r"(small[0]), "r"(small[2]), "r"(small[4]), "r"(small[6]));
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKSmall(st) + at1),
+                       "r"(small[1]), "r"(small[3]), "r"(small[5]), "r"(small[7]));
         }
         mbar_wait(bar_v_raw, parity);
 #pragma unroll 2
@@ -179,7 +191,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const uint32_t to =
                 col * kSwizzleBytes + ((((lane / 4) ^ (col % 8)) * 16) + (lane % 4) * 4);
             uint32_t big, small;
-            split_tf32(big, small, v[e]);
+            split_tf32_raw_small(big, small, v[e]);
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtBig(st) + to), "r"(big));
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small));
           }
@@ -204,18 +216,21 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     return;
   }
 
-  // Q_i's A fragment of k-step ks (head-dim columns 8 ks .. 8 ks + 7), split: rows r_lo and
-  // r_lo + 8, columns 8 ks + t and + 4 (wgmma's TF32 A layout), read from the swizzled tile.
+  // Q_i's A fragment of k-step ks, split: rows r_lo and r_lo + 8 (wgmma's TF32 A layout), at
+  // the positions t and t + 4 that hold head-dim columns 8 ks + 2t and 8 ks + 2t + 1 (S sums
+  // over the head dim in any order, and the producer lays K's columns out the same way), so that
+  // each row's two are one 8-byte load from the swizzled tile.
   auto q_fragment = [&](uint32_t(&big)[4], uint32_t(&small)[4], int ks) {
-    const int blk = ks / 4, chunk = (ks % 4) * 2;
+    const int blk = ks / 4, chunk = (ks % 4) * 2 + t / 2;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = r_lo + 8 * (e % 2), ch = chunk + e / 2;
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = r_lo + 8 * hf;
       const uint32_t at = sQ + blk * (kBlockM * kSwizzleBytes) + r * kSwizzleBytes +
-                          ((ch ^ (r % 8)) * 16) + t * 4;
-      uint32_t x;
-      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(at));
-      split_tf32(big[e], small[e], x);
+                          ((chunk ^ (r % 8)) * 16) + (t % 2) * 8;
+      uint32_t x0, x1;
+      asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(at));
+      split_tf32_raw_small(big[hf], small[hf], x0);
+      split_tf32_raw_small(big[2 + hf], small[2 + hf], x1);
     }
   };
   // One group of S = Q_i K_j^T: head-dim columns 32 grp .. 32 grp + 31, four k-steps of three
@@ -293,10 +308,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 8; ++kk) {
       const float* s = acc_s + 4 * kk;
-      split_tf32(p_big[kk][0], p_small[kk][0], __float_as_uint(s[0]));
-      split_tf32(p_big[kk][1], p_small[kk][1], __float_as_uint(s[2]));
-      split_tf32(p_big[kk][2], p_small[kk][2], __float_as_uint(s[1]));
-      split_tf32(p_big[kk][3], p_small[kk][3], __float_as_uint(s[3]));
+      split_tf32_raw_small(p_big[kk][0], p_small[kk][0], __float_as_uint(s[0]));
+      split_tf32_raw_small(p_big[kk][1], p_small[kk][1], __float_as_uint(s[2]));
+      split_tf32_raw_small(p_big[kk][2], p_small[kk][2], __float_as_uint(s[1]));
+      split_tf32_raw_small(p_big[kk][3], p_small[kk][3], __float_as_uint(s[3]));
     }
     float acc_pv[kD / 2];
     wgmma_fence();
