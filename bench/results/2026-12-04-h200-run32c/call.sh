@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Run 32b: the sm90_3xtf32 forward with the raw K and V loaded ahead of the stages (run 32a's
-# kernel waited for each key tile's loads and halves): the suites' float32 cases, `verify`, the
-# sanitizers and fuzzing again, the forward against ffma's, and the float32 rows of the goal's
-# table against the memory-efficient kernel. Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test
+# Run 32c: the sm90_3xtf32 forward with fewer instructions a key tile (run 32b: issue slots 49%
+# busy, the tensor pipe 43%): the halves in three instructions, Q's fragments in 8-byte loads.
+# The suites' float32 cases, `verify`, the sanitizers, fuzzing, the forward against ffma's, its
+# SASS (HGMMA, no local memory), and Nsight Compute's view of it. Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test
 # cuda_family_test cuda_backend_contract_test cuda_large_problems_test cuda_determinism_test"
-# scripts/device-build; there: bash bench/results/2026-12-04-h200-run32b/call.sh, carrying .device.
+# scripts/device-build; there: bash bench/results/2026-12-04-h200-run32c/call.sh, carrying .device.
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit
@@ -46,6 +46,17 @@ for round in 1 2; do
   for s in "${sides[@]}"; do one $s d64-causal --shape 1,1,16384,16384,64 --mask causal; done
   for s in "${sides[@]}"; do one $s d128-b4h16 --shape 4,16,2048,2048,128 --mask causal; done
 done
+cuobjdump --dump-sass $fr > $w/all.sass 2>&1
+python3 - $w/all.sass <<'PY'
+import re, sys, collections
+funcs = re.split(r"\n\s+Function : ", open(sys.argv[1]).read())
+for f in funcs[1:]:
+    name = f.split("\n", 1)[0].strip()
+    if "fwd_3xtf32_kernel" not in name:
+        continue
+    ops = collections.Counter(m.group(1).split(".")[0] for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", f))
+    print(name[:90], "instructions", sum(ops.values()), " ".join(f"{o}:{ops[o]}" for o in ("HGMMA", "LDL", "STL", "LDS", "STS", "F2F", "LOP3", "IADD3", "FADD", "MUFU")))
+PY
 # Where a key tile's time goes: the warps' stall reasons and the source counters of the kernel.
 timeout 150 ncu --kernel-name regex:fwd_3xtf32 --launch-count 1 --section WarpStateStats \
   --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
