@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run 32d: the goal's table with exact float32's forward on sm90_3xtf32 (run 32c's kernel), and
 # the suites that touch float32 on this build: the awkward shapes on the default, on ffma and on
-# sm80_3xtf32, the properties, determinism, the large problems, TF32, the ring on the host and
-# the device, the device-run sanitizer filter (its float32 cases now on sm90_3xtf32), fuzzing.
+# sm80_3xtf32, the properties, determinism, the large problems, TF32, the ring on the device
+# (and through the CLI in float32), the device-run sanitizer filter (its float32 cases now on sm90_3xtf32), fuzzing.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test cuda_family_test
 # cuda_backend_contract_test cuda_large_problems_test cuda_determinism_test cuda_tf32_test
 # cuda_ring_device_test" scripts/device-build; there: bash
