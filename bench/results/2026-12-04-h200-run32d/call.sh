@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Run 32d: the goal's table with exact float32's forward on sm90_3xtf32 (run 32c's kernel), and
 # the suites that touch float32 on this build: the awkward shapes on the default, on ffma and on
-# sm80_3xtf32, the properties, determinism, the large problems, TF32, the ring on the device
-# (and through the CLI in float32), the device-run sanitizer filter (its float32 cases now on sm90_3xtf32), fuzzing.
-# Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test cuda_family_test
-# cuda_backend_contract_test cuda_large_problems_test cuda_determinism_test cuda_tf32_test
-# cuda_ring_device_test" scripts/device-build; there: bash
+# sm80_3xtf32, the properties, determinism, the ring on the device (and through the CLI in
+# float32), the device-run sanitizer filter (its float32 cases now on sm90_3xtf32), fuzzing.
+# (The large problems and TF32 suites are left out: with them the binaries and the tree pass the
+# call's 64 MiB; run 32a ran the large problems on this family, and the TF32 kernels' PTX is
+# unchanged.) Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test
+# cuda_family_test cuda_backend_contract_test cuda_determinism_test cuda_ring_device_test"
+# scripts/device-build; there: bash
 # bench/results/2026-12-04-h200-run32d/call.sh, carrying .device.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -23,9 +25,6 @@ step awkward-f32-3xtf32 60 env FLASHREF_CUDA_FAMILY=3xtf32 $b/cuda_awkward_shape
 step awkward-fused 60 env FLASHREF_CUDA_TUNE=bwd90=1 $b/cuda_awkward_shapes_test --gtest_brief=1
 step properties 60 env RC_PARAMS=max_success=60 $b/cuda_properties_test --gtest_brief=1
 step determinism 60 $b/cuda_determinism_test --gtest_brief=1
-step large 100 $b/cuda_large_problems_test --gtest_brief=1
-step tf32 120 $b/cuda_tf32_test --gtest_brief=1
-# (cuda_ring_test is left out: with it the binaries pass the call's 64 MiB carry)
 step ring-device 120 $b/cuda_ring_device_test --gtest_brief=1
 step verify-ring-f32 60 $fr verify --ranks 3 --backends cuda --dtype f32 --shape 1,4,1500,1500,128 --mask causal
 filter='Cuda/AwkwardShapes.*/partial_tiles_129_bf16_causal:Cuda/AwkwardShapes.*/sq_more_than_sk_f16_causal_bottom_right:Cuda/AwkwardShapes.*/gqa_6_over_2_f32_causal:Cuda/AwkwardShapes.*/d256_bf16_none:Cuda/AwkwardShapes.*/d40_f32_causal_bottom_right:Cuda/AwkwardShapes.*/d128_f32_causal:Cuda/AwkwardShapes.*/partial_tiles_129_f32_causal_bottom_right'
