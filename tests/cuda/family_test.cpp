@@ -150,8 +150,8 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
 // dQ's float32 accumulator at the compiled head dim, and one counter per 64-query tile when the
 // adds are ordered.
 TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
-  for (Family f : {Family::sm80, Family::sm80_tf32, Family::sm80_3xtf32, Family::ffma,
-                   Family::sm90_3xtf32}) {
+  for (Family f :
+       {Family::sm80, Family::sm80_tf32, Family::sm80_3xtf32, Family::ffma, Family::sm90_3xtf32}) {
     EXPECT_EQ(dq_strategy(f, true, 16384), DqStrategy::separate_pass) << family_name(f);
     EXPECT_EQ(dq_strategy(f, false, 16384), DqStrategy::separate_pass) << family_name(f);
   }

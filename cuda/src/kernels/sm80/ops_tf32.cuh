@@ -24,8 +24,8 @@
 
 #include <cstdint>
 
-#include "kernels/common/tile_io.cuh"
 #include "kernels/common/tf32.cuh"
+#include "kernels/common/tile_io.cuh"
 
 namespace flashref::cuda::kernels {
 

@@ -19,9 +19,10 @@
 // Block: one query tile of 64 rows per consumer warpgroup (two), one block per tile. Warpgroup
 // 0 is the producer: its warp 0 (one thread) loads Q_i and, per key tile, K_j and V_j into one
 // raw buffer once the last ones are read; its warps 1-3 wait for a free stage and the raw tiles,
-// write K's halves and V^T's into the stage, free the raw buffer and mark the stage ready. The consumers walk the key tiles from the last
-// (the masked ones first), per tile: S (its groups' sums added under the next group's products),
-// the online softmax, P~ V under the rescale of O, and free the stage.
+// write K's halves and V^T's into the stage, free the raw buffer and mark the stage ready. The
+// consumers walk the key tiles from the last (the masked ones first), per tile: S (its groups' sums
+// added under the next group's products), the online softmax, P~ V under the rescale of O, and free
+// the stage.
 #pragma once
 
 #include <cuda.h>
@@ -179,8 +180,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_wait(bar_v_raw, parity);
 #pragma unroll 2
         for (int c4 = warp; c4 < kD / 4; c4 += T::kTransformThreads / 32) {
-          const uint32_t from = sVRaw + (c4 / 8) * (kBlockN * kSwizzleBytes) +
-                                key * kSwizzleBytes + (((c4 % 8) ^ (key % 8)) * 16);
+          const uint32_t from = sVRaw + (c4 / 8) * (kBlockN * kSwizzleBytes) + key * kSwizzleBytes +
+                                (((c4 % 8) ^ (key % 8)) * 16);
           uint32_t v[4];
           asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                        : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
@@ -208,11 +209,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
   float* o_tile = row_ptr<float>(args.o, tile.b, tile.row0, tile.h);
-  float* lse_rows = args.lse + (static_cast<int64_t>(tile.b) * args.H + tile.h) * args.S_q +
-                    tile.row0;
+  float* lse_rows =
+      args.lse + (static_cast<int64_t>(tile.b) * args.H + tile.h) * args.S_q + tile.row0;
   if (n_end == 0) {  // no row of the tile sees a key: O = 0, L = -inf
-    write_fully_masked_tile<kBlockM, kD, 128 * T::kConsumers>(
-        o_tile, args.o.row_stride, lse_rows, tile.rows_valid, args.d, tid - 128);
+    write_fully_masked_tile<kBlockM, kD, 128 * T::kConsumers>(o_tile, args.o.row_stride, lse_rows,
+                                                              tile.rows_valid, args.d, tid - 128);
     return;
   }
 
@@ -338,10 +339,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   for (; n >= 0 && needs_mask(n * kBlockN); --n, ++it) visit(n, it, std::true_type{});
   for (; n >= 0; --n, ++it) visit(n, it, std::false_type{});
 
-  // Lines 15-16: O = O / l, L = ln 2 (m' + log2 l); a row that saw no key gets O = 0 and
-  // L = -inf.
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
+    // Lines 15-16: O = O / l, L = ln 2 (m' + log2 l); a row that saw no key gets O = 0 and
+    // L = -inf.
     float l = row_l[hf];
     l += __shfl_xor_sync(0xffffffff, l, 1);
     l += __shfl_xor_sync(0xffffffff, l, 2);
@@ -354,8 +355,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       if (8 * i + 2 * t < args.d)
         *reinterpret_cast<float2*>(o_row + 8 * i + 2 * t) =
             make_float2(acc_o[4 * i + 2 * hf] * inv, acc_o[4 * i + 2 * hf + 1] * inv);
-    if (t == 0)
-      lse_rows[r] = l > 0.0f ? (row_m[hf] + log2f(l)) * 0.69314718055994531f : -INFINITY;
+    if (t == 0) lse_rows[r] = l > 0.0f ? (row_m[hf] + log2f(l)) * 0.69314718055994531f : -INFINITY;
   }
 }
 

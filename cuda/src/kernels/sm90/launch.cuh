@@ -16,6 +16,7 @@
 #include "family.hpp"
 #include "flashref/dtype.hpp"
 #include "flashref/error.hpp"
+#include "instances.hpp"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/tile_order.hpp"
 #include "kernels/sm90/bwd_dkdv.cuh"
@@ -23,7 +24,6 @@
 #include "kernels/sm90/bwd_postprocess.cuh"
 #include "kernels/sm90/configs.hpp"
 #include "kernels/sm90/fwd_3xtf32.cuh"
-#include "instances.hpp"
 #include "launch.hpp"
 
 namespace flashref::cuda::sm90 {
@@ -62,8 +62,8 @@ inline CUresult try_tensor_map(CUtensorMap& map, const kernels::TensorArg& t,
   if (S == 1) strides[0] = cuuint64_t(d) * bytes;
   if (heads == 1) strides[1] = strides[0] * cuuint64_t(S);
   if (batch == 1) strides[2] = strides[1] * cuuint64_t(heads);
-  const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kSwizzleBytes / bytes), cuuint32_t(rows),
-                             1, 1};
+  const cuuint32_t box[4] = {cuuint32_t(kernels::sm90::kSwizzleBytes / bytes), cuuint32_t(rows), 1,
+                             1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   return tensor_map_encoder()(&map, type, 4, t.ptr, dims, strides, box, element_strides,
                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -213,8 +213,8 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   if (grid == 0) return;
   kernels::AttnArgs ordered = args;
   ordered.tile_section = 0;  // one section: longest tiles first over every head
-  const std::string label = kernel_label("fwd_3xtf32", "f32", kD, T::kBlockM, T::kBlockN,
-                                         T::kThreads, T::kSmemBytes);
+  const std::string label =
+      kernel_label("fwd_3xtf32", "f32", kD, T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes);
   const auto kernel = kernels::sm90::fwd_3xtf32_kernel<T>;
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
