@@ -5,11 +5,15 @@
 // problem runs for every dtype and mask, forward and backward.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "cuda_test_support.hpp"
+#include "flashref/verify/check.hpp"
+#include "flashref/verify/check_report.hpp"
+#include "flashref/verify/runner.hpp"
 
 namespace flashref {
 namespace {
@@ -92,6 +96,37 @@ TEST_P(AwkwardShapes, ForwardAndBackwardPassTheRule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, AwkwardShapes, ::testing::ValuesIn(params()), param_name);
+
+// Float32 inputs within 2^-12 of float32's largest value, in V and in Q, whose scores still fit
+// float32 and whose outputs are finite: the exact path must give them (on Hopper the 3xTF32
+// forward, whose TF32 halves would otherwise round such a value to infinity; FMA kernels
+// elsewhere). Forward only: the gradients of a score near 1e38 overflow float32 in the gold.
+TEST(CudaFloat32Extremes, ValuesNearTheLargestFloatGiveFiniteOutputs_f32_forward) {
+  FLASHREF_REQUIRE_GPU();
+  constexpr float kNearMax = 3.4027e38f;  // above 0x7F7FF000, where TF32's rounding carries
+  for (std::int64_t d : {64, 128}) {
+    SCOPED_TRACE("d = " + std::to_string(d));
+    const Problem problem = make_problem(1, 2, 2, 150, 170, d, Mask::causal_top_left, DType::f32);
+    verify::ProblemData data = verify::make_problem_data(problem, {3, false, verify::Layout::bshd});
+    data.v.set(0, 0, 20, 5, kNearMax);  // one value of V: a convex sum keeps O finite
+    data.v.set(0, 1, 100, d - 1, -kNearMax);
+    // One value of Q, with K's column of it divided by 8 so that the unscaled dot products
+    // (3.4e38 x |K|, which every float32 kernel forms before the scale) stay inside float32:
+    // the row's scores reach about 1e37.
+    data.q.set(0, 1, 140, 3, kNearMax);
+    for (std::int64_t j = 0; j < problem.S_k; ++j)
+      data.k.set(0, 1, j, 3, data.k.get(0, 1, j, 3) / 8);
+    const verify::RunOutputs out =
+        verify::run_backend(*make_backend("cuda"), data, verify::RunOptions{});
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t r = 0; r < problem.S_q; ++r)
+        for (std::int64_t i = 0; i < d; ++i)
+          ASSERT_TRUE(std::isfinite(out.o.get(0, h, r, i)))
+              << "O[0," << h << "," << r << "," << i << "]";
+    const verify::CheckResult r = verify::check_candidate(data, out.values, 64, 64);
+    EXPECT_TRUE(r.passed()) << verify::format_check(problem, r);
+  }
+}
 
 }  // namespace
 }  // namespace flashref

@@ -318,14 +318,15 @@ void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, lon
 
 // dK's and dV's maps for the dK/dV kernels' epilogue by the TMA (T::kStoreDkvByTma), boxes of a
 // consumer's 64 rows: made where the gradients are in the input dtype at strides the TMA takes
-// (`made`); the kernels that stage their epilogue take Q's map in their place, unused.
+// (`made`); the kernels that stage their epilogue take zeroed maps in their place, which they
+// never read (no driver call for them).
 struct DkdvMaps {
-  CUtensorMap dk, dv;
+  CUtensorMap dk{}, dv{};
   bool made = false;
 };
 template <DType kDtype>
-DkdvMaps dkdv_maps(const kernels::AttnArgs& args, const CUtensorMap& stand_in, bool wanted) {
-  DkdvMaps m{stand_in, stand_in, false};
+DkdvMaps dkdv_maps(const kernels::AttnArgs& args, bool wanted) {
+  DkdvMaps m;
   const int code = kDtype == DType::bf16 ? kernels::kOutBF16 : kernels::kOutF16;
   constexpr CUtensorMapDataType type = tensor_map_type<kDtype>();
   if (wanted && args.grad_code == code &&
@@ -334,7 +335,7 @@ DkdvMaps dkdv_maps(const kernels::AttnArgs& args, const CUtensorMap& stand_in, b
       try_tensor_map(m.dv, args.dv, type, args.d, args.S_k, args.H_kv, args.B, 64) == CUDA_SUCCESS)
     m.made = true;
   else
-    m.dk = m.dv = stand_in;
+    m = DkdvMaps{};
   return m;
 }
 
@@ -351,9 +352,7 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
     throw Unsupported(
         "cuda backend: the persistent fused backward needs its tile counter in the workspace "
         "(AttnArgs::tile_counter)");
-  const CUtensorMap stand_in = tensor_map(args.q, tensor_map_type<kDtype>(), args.d, args.S_q,
-                                          args.H, args.B, T::kBlockM, "Q");
-  const DkdvMaps out = dkdv_maps<kDtype>(args, stand_in, T::kStoreDkvByTma);
+  const DkdvMaps out = dkdv_maps<kDtype>(args, T::kStoreDkvByTma);
   if constexpr (T::kStoreDkvByTma) {
     if (!out.made) return backward_fused<kDtype, typename T::Staged>(args, stream);
   }
@@ -385,12 +384,11 @@ void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cud
   launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
                          kernels::ceil_div(args.S_q, Dq::kBlockM), args.H,
                          query_tile_section(args, Dq::kD, 2, false), "bwd_dq_wgmma", stream, 0);
-  const CUtensorMap stand_in = tensor_map(args.q, tensor_map_type<kDtype>(), args.d, args.S_q,
-                                          args.H, args.B, Dkv::kBlockM, "Q");
+  const DkdvMaps unused;  // the two passes' dK/dV kernel stages its epilogue
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
                           kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
                           key_tile_section(args, Dkv::kD, 2, 0, false), "bwd_dkdv_wgmma", side, 0,
-                          stand_in, stand_in);
+                          unused.dk, unused.dv);
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
