@@ -21,15 +21,24 @@ __device__ __forceinline__ void split_tf32(uint32_t& big, uint32_t& small, uint3
   small = to_tf32(f - __uint_as_float(big));
 }
 
-// The same halves for a wgmma operand, in five instructions: big rounded to nearest with ties
-// away, as cvt.rna rounds a finite value, by integer arithmetic on the bits, then clamped to
-// TF32's largest finite magnitude; small = x - big left as float32 (exact), which the tensor core
-// reads as TF32 by dropping its low 13 bits: an error of at most 2^-11 of small, itself at most
-// 2^-12 of x (dev/f32/three_tf32.py's `rnat`). The clamp is for x within 2^-12 of float32's
-// largest value, whose rounding carries into the exponent: big would be infinite and small NaN
-// for a finite x (a NaN output where the FMA kernels give a finite one); clamped, big + small is
-// x exactly. An infinite or NaN x still reaches the products, through small.
+// The same halves for a wgmma operand, in three instructions: big rounded to nearest with ties
+// away, as cvt.rna rounds a finite value, by integer arithmetic on the bits, and small = x - big
+// left as float32 (exact), which the tensor core reads as TF32 by dropping its low 13 bits: an
+// error of at most 2^-11 of small, itself at most 2^-12 of x (dev/f32/three_tf32.py's `rnat`).
+// For |x| below float32's largest value less 2^-12 of it (P~ in [0, 1], for one): above, the
+// rounding carries into the exponent, and big is infinite.
 __device__ __forceinline__ void split_tf32_raw_small(uint32_t& big, uint32_t& small, uint32_t x) {
+  big = (x + 0x1000u) & 0xFFFFE000u;
+  small = __float_as_uint(__uint_as_float(x) - __uint_as_float(big));
+}
+
+// The same for any float32 x, in five: big clamped to TF32's largest finite magnitude, so that
+// x within 2^-12 of float32's largest value (whose rounding carries into the exponent) still
+// splits exactly, big + small = x, where an infinite big and a NaN small would give a NaN output
+// where the FMA kernels give a finite one. An infinite or NaN x still reaches the products,
+// through small (inf - big, NaN).
+__device__ __forceinline__ void split_tf32_raw_small_finite(uint32_t& big, uint32_t& small,
+                                                            uint32_t x) {
   constexpr float kTf32Max = 0x1.ffcp127f;  // 0x7F7FE000
   const float rounded = __uint_as_float((x + 0x1000u) & 0xFFFFE000u);
   const float b = fminf(fmaxf(rounded, -kTf32Max), kTf32Max);

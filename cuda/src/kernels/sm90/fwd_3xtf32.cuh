@@ -68,9 +68,27 @@ struct Fwd3xTf32Traits {
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
   static constexpr int kTransformThreads = 96;  // the producer's warps 1-3
+  // Whether Q's (kClampQ) and K's and V's (kClampKV) halves are clamped to TF32's largest
+  // finite value (split_tf32_raw_small_finite), for inputs within 2^-12 of float32's largest;
+  // P~'s, in [0, 1], never are. FLASHREF_CUDA_TUNE fwd90=13 drops Q's clamp, 14 both
+  // (Fwd3xTf32TraitsClamp; docs/perf-notes.md, run 32g).
+  static constexpr bool kClampQ = true, kClampKV = true;
   static_assert(kD % kF32BlockCols == 0 && kD <= 128, "compiled for d = 64 and 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
+
+template <typename Base, bool kClampQ_, bool kClampKV_>
+struct Fwd3xTf32TraitsClamp : Base {
+  static constexpr bool kClampQ = kClampQ_, kClampKV = kClampKV_;
+};
+
+template <bool kClamp>
+__device__ __forceinline__ void split_operand(uint32_t& big, uint32_t& small, uint32_t x) {
+  if constexpr (kClamp)
+    split_tf32_raw_small_finite(big, small, x);
+  else
+    split_tf32_raw_small(big, small, x);
+}
 
 template <typename T>
 __global__ void __launch_bounds__(T::kThreads, 1)
@@ -167,7 +185,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                        : "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
                        : "r"(sKRaw + at1));
 #pragma unroll
-          for (int e = 0; e < 8; ++e) split_tf32_raw_small(big[e], small[e], v[e]);
+          for (int e = 0; e < 8; ++e) split_operand<T::kClampKV>(big[e], small[e], v[e]);
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at0),
                        "r"(big[0]), "r"(big[2]), "r"(big[4]), "r"(big[6]));
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at1),
@@ -192,7 +210,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const uint32_t to =
                 col * kSwizzleBytes + ((((lane / 4) ^ (col % 8)) * 16) + (lane % 4) * 4);
             uint32_t big, small;
-            split_tf32_raw_small(big, small, v[e]);
+            split_operand<T::kClampKV>(big, small, v[e]);
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtBig(st) + to), "r"(big));
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small));
           }
@@ -230,8 +248,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                           ((chunk ^ (r % 8)) * 16) + (t % 2) * 8;
       uint32_t x0, x1;
       asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(at));
-      split_tf32_raw_small(big[hf], small[hf], x0);
-      split_tf32_raw_small(big[2 + hf], small[2 + hf], x1);
+      split_operand<T::kClampQ>(big[hf], small[hf], x0);
+      split_operand<T::kClampQ>(big[2 + hf], small[2 + hf], x1);
     }
   };
   // One group of S = Q_i K_j^T: head-dim columns 32 grp .. 32 grp + 31, four k-steps of three
@@ -288,21 +306,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     return n0 + kBlockN > args.S_k ||
            (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(tile.row0) + args.causal_offset);
   };
-  const bool fold = args.scale_log2 > 0.0f;  // online_softmax's kFold needs a positive scale
-
   mbar_wait(bar_q, 0);
   auto visit = [&](int n, int it, auto masked) {
     const int st = it % kStages;
     mbar_wait(bar_ready(st), (it / kStages) & 1);
     float acc_s[kBlockN / 2];
     compute_s(acc_s, st);
-    // Lines 10-12.
-    if (fold)
-      online_softmax<kBlockN, true, decltype(masked)::value>(acc_s, row_m, row_l, alpha, limit,
-                                                             n * kBlockN, t, args.scale_log2);
-    else
-      online_softmax<kBlockN, false, decltype(masked)::value>(acc_s, row_m, row_l, alpha, limit,
-                                                              n * kBlockN, t, args.scale_log2);
+    // Lines 10-12, the scores scaled before the row max (not folded into the exponent: the
+    // fold's exponent for the row's largest score is the rounding error of m' = c max s, which
+    // past |m'| ~ 2^30 leaves float32's exponent range, and the row then sees no key; run 32f).
+    online_softmax<kBlockN, false, decltype(masked)::value>(acc_s, row_m, row_l, alpha, limit,
+                                                            n * kBlockN, t, args.scale_log2);
     // Line 13: O = diag(alpha) O + P~ V_j, the product from zero (k-steps of 8 keys; P~'s
     // fragment relabelled as V^T's keys are: a[1] <-> the accumulator's element 2).
     uint32_t p_big[kBlockN / 8][4], p_small[kBlockN / 8][4];

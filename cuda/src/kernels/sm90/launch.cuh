@@ -197,9 +197,9 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
 // Exact float32 (the sm90_3xtf32 family): O and L on the 3xTF32 forward
 // (kernels/sm90/fwd_3xtf32.cuh), or on the ffma family's where the driver refuses a tensor map
 // of Q, K or V.
-template <int kD>
-void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
-  using T = kernels::sm90::Fwd3xTf32Traits<kD>;
+template <typename T>
+void launch_fwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
+  constexpr int kD = T::kD;
   constexpr CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   CUtensorMap q, k, v;
   if (try_tensor_map(q, args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM) !=
@@ -219,6 +219,20 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
   check_cuda(cudaGetLastError(), label);
+}
+// FLASHREF_CUDA_TUNE fwd90=13 and 14 (tuning variants): Q's halves not clamped, or no operand's
+// (Fwd3xTf32Traits::kClampQ, kClampKV).
+template <int kD>
+void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Base = kernels::sm90::Fwd3xTf32Traits<kD>;
+  if constexpr (kTuningVariants) {
+    using kernels::sm90::Fwd3xTf32TraitsClamp;
+    if (tune().fwd90 == 13)
+      return launch_fwd_3xtf32<Fwd3xTf32TraitsClamp<Base, false, true>>(args, stream);
+    if (tune().fwd90 == 14)
+      return launch_fwd_3xtf32<Fwd3xTf32TraitsClamp<Base, false, false>>(args, stream);
+  }
+  launch_fwd_3xtf32<Base>(args, stream);
 }
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
