@@ -17,9 +17,9 @@
 // rule with plain float32's margins (docs/perf-notes.md, run 32).
 //
 // Block: one query tile of 64 rows per consumer warpgroup (two), one block per tile. Warpgroup
-// 0 is the producer: its warp 0 (one thread) loads Q_i and, per key tile, K_j and V_j into one
-// raw buffer once the last ones are read; its warps 1-3 wait for a free stage and the raw tiles,
-// write K's halves and V^T's into the stage, free the raw buffer and mark the stage ready. The
+// 0 is the producer: per key tile its threads wait for a free stage and the raw K_j and V_j,
+// write K's halves and V^T's into the stage, and once all have read the raw tiles one thread
+// loads the next key tile's into them (the TMA) before the stage is marked ready. The
 // consumers walk the key tiles from the last (the masked ones first), per tile: S (its groups' sums
 // added under the next group's products), the online softmax, P~ V under the rescale of O, and free
 // the stage.
@@ -63,11 +63,11 @@ struct Fwd3xTf32Traits {
   static constexpr int kStageBytes = 4 * kKVBytes;
   static constexpr int kRawBytes = 2 * kKVBytes;
   static constexpr int kTileBytes = kQBytes + kStages * kStageBytes + kRawBytes;
-  // Q's barrier; raw K, raw V and raw empty; per stage ready and empty.
+  // Q's barrier; raw K and raw V (and a word unused); per stage ready and empty.
   static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (4 + 2 * kStages);
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
-  static constexpr int kTransformThreads = 96;  // the producer's warps 1-3
+  static constexpr int kTransformThreads = 128;  // the producer warpgroup
   // Whether Q's (kClampQ) and K's and V's (kClampKV) halves are clamped to TF32's largest
   // finite value (split_tf32_raw_small_finite), for inputs within 2^-12 of float32's largest;
   // P~'s, in [0, 1], never are. FLASHREF_CUDA_TUNE fwd90=13 drops Q's clamp, 14 both
@@ -106,8 +106,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto sVtBig = [&](int st) { return sKBig(st) + 2 * kKV; };
   auto sVtSmall = [&](int st) { return sKBig(st) + 3 * kKV; };
   const uint32_t sKRaw = base + T::kQBytes + kStages * T::kStageBytes, sVRaw = sKRaw + kKV;
-  const uint32_t bar_q = base + T::kTileBytes, bar_k_raw = bar_q + 8, bar_v_raw = bar_q + 16,
-                 bar_raw_empty = bar_q + 24;
+  const uint32_t bar_q = base + T::kTileBytes, bar_k_raw = bar_q + 8, bar_v_raw = bar_q + 16;
   auto bar_ready = [&](int st) { return bar_q + 8 * (4 + st); };
   auto bar_empty = [&](int st) { return bar_q + 8 * (4 + kStages + st); };
 
@@ -121,7 +120,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     mbar_init(bar_q, 1);
     mbar_init(bar_k_raw, 1);
     mbar_init(bar_v_raw, 1);
-    mbar_init(bar_raw_empty, T::kTransformThreads);
     for (int st = 0; st < kStages; ++st) {
       mbar_init(bar_ready(st), T::kTransformThreads);
       mbar_init(bar_empty(st), 128 * T::kConsumers);
@@ -133,29 +131,30 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (wg == 0) {  // the producer
     setmaxnreg_dec<T::kProducerRegs>();
     if (n_end == 0) return;  // the consumers write the tile; nothing to load
+    // Alg. 1 line 5: Q_i; line 8, per key tile (walked from the last), into the raw tiles, the
+    // first here and each next one as soon as every producer thread has read the last.
+    auto load_raw = [&](int n) {
+      mbar_expect_tx(bar_k_raw, kKV);
+#pragma unroll
+      for (int cb = 0; cb < T::kColBlocks; ++cb)
+        tma_load_4d(sKRaw + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k_raw, cb * kF32BlockCols,
+                    n * kBlockN, tile.h_kv, tile.b);
+      mbar_expect_tx(bar_v_raw, kKV);
+#pragma unroll
+      for (int cb = 0; cb < T::kColBlocks; ++cb)
+        tma_load_4d(sVRaw + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v_raw, cb * kF32BlockCols,
+                    n * kBlockN, tile.h_kv, tile.b);
+    };
     if (tid == 0) {
-      // Alg. 1 line 5: Q_i; line 8, per key tile (walked from the last), into the raw tiles once
-      // the producer's other warps have read the last ones.
       mbar_expect_tx(bar_q, T::kQBytes);
 #pragma unroll
       for (int cb = 0; cb < T::kColBlocks; ++cb)
         tma_load_4d(sQ + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kF32BlockCols,
                     tile.row0, tile.h, tile.b);
-      for (int n = n_end - 1, it = 0; n >= 0; --n, ++it) {
-        mbar_wait(bar_raw_empty, (it & 1) ^ 1);
-        mbar_expect_tx(bar_k_raw, kKV);
-#pragma unroll
-        for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sKRaw + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_k_raw,
-                      cb * kF32BlockCols, n * kBlockN, tile.h_kv, tile.b);
-        mbar_expect_tx(bar_v_raw, kKV);
-#pragma unroll
-        for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_load_4d(sVRaw + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_v_raw,
-                      cb * kF32BlockCols, n * kBlockN, tile.h_kv, tile.b);
-      }
-    } else if (tid >= 32) {
-      const int x = tid - 32, lane = tid % 32, warp = x / 32;
+      load_raw(n_end - 1);
+    }
+    {
+      const int x = tid, lane = tid % 32, warp = tid / 32;
       // V^T: row c (a head-dim column) holds the tile's 32 keys as one 128-byte swizzled row.
       // Lane p writes position p, which holds key `key`: within each 8 keys the positions 0-3
       // take the even keys and 4-7 the odd ones, the order in which the consumers' P~ fragments
@@ -215,7 +214,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small));
           }
         }
-        mbar_arrive(bar_raw_empty);  // the raw tiles are read: the next ones may load
+        // Every producer thread has read the raw tiles (named barrier 1): the next ones load
+        // under this stage's use.
+        named_bar_sync(1, 128);
+        if (tid == 0 && it + 1 < n_end) load_raw(n_end - 2 - it);
         fence_proxy_async_shared();  // the halves are read by wgmma (the async proxy)
         mbar_arrive(bar_ready(st));
       }
