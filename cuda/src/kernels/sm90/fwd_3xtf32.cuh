@@ -5,16 +5,17 @@
 // What TF32 wgmma asks of the tiles: both shared-memory operands K-major (the transposed
 // layouts are the 16-bit types'), and three products per product. So:
 //   S = Q K^T    A = Q_i from registers: each k-step's fragment read from Q_i's tile (as the
-//                TMA loaded it) and split there; B = K_j, K-major as loaded: the producer rounds
-//                it to big in place and writes small beside it.
+//                TMA loaded it) and split there; B = K_j, K-major: the producer writes its big
+//                and small halves from the raw tile, its columns in the fragment's order.
 //   O += P~ V    A = P~ from registers, split; B must be V_j^T (keys contiguous): the producer
 //                writes V_j^T's big and small from V_j as loaded.
 // Each product sums its three terms per k-step (small ones first) in a tensor-core accumulator
 // started from zero and adds it to the float32 result with round to nearest: S in four groups of
 // 32 head-dim columns, P~ V once per key tile (O = alpha O + the tile's P~ V). The tensor cores'
 // float32 sums truncate, and added straight into a long reduction the truncations pile up (run
-// 25a); dev/f32/three_tf32.py's sm90-fwd-s32-pv64-rna model of this order passes the exact
-// rule with plain float32's margins (docs/perf-notes.md, run 32).
+// 25a); dev/f32/three_tf32.py's sm90-fwd-s32-pv32-rnat model of this order passes the exact
+// rule with plain float32's margins (docs/perf-notes.md, run 32). The softmax is the unfolded
+// one (the fold's exponent leaves float32's range for large scores; docs/verification.md).
 //
 // Block: one query tile of 64 rows per consumer warpgroup (two), one block per tile. Warpgroup
 // 0 is the producer: per key tile its threads wait for a free stage and the raw K_j and V_j,
