@@ -150,6 +150,17 @@ std::vector<std::string> input_notes(const ProblemData& data, double max_abs_sco
       << "), so a kernel that computes exp as exp2 of S log2(e) (the cuda backend's) gives "
          "infinite or NaN outputs where the gold is finite";
     notes.push_back(o.str());
+  } else if (S > 0x1p31 / std::numbers::log2e) {
+    // The fold (docs/verification.md, "The sm90 16-bit forward's fold"): 2^(fma(s, c, -m')) gives
+    // the row's largest score the exponent c max s - fl(c max s), up to half an ulp of m', which
+    // from |m'| = 2^31 on can leave float32's exponent range.
+    std::ostringstream o;
+    o << "scores reach |S| = " << S << ": above " << 0x1p31 / std::numbers::log2e
+      << " (2^31 / log2(e)), a kernel that folds the scale into exp2's argument (the cuda "
+         "backend's sm90 bf16/f16 forward, with a positive scale) can lose a row's largest score "
+         "to the rounding of its row max, and the row then sees no key (L = -inf, O = 0) or is "
+         "NaN where the gold is finite";
+    notes.push_back(o.str());
   }
   return notes;
 }
@@ -162,8 +173,9 @@ std::vector<std::string> nonfinite_warnings(const TensorSet& outputs, const Prob
   if (warnings.empty()) return warnings;
   const std::vector<std::string> causes = input_notes(data, max_abs_score(data));
   if (causes.empty()) {
-    warnings.push_back("the inputs are finite and the scores fit float32: this is a bug of the "
-                       "backend; please report it with these inputs");
+    warnings.push_back(
+        "the inputs are finite and the scores fit float32: this is a bug of the "
+        "backend; please report it with these inputs");
   }
   for (const std::string& n : causes) warnings.push_back(n);
   return warnings;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -38,7 +39,8 @@ verify::ProblemData inputs(std::int64_t S, std::int64_t d, std::int64_t row, flo
 
 // Q, K, V (and dO unless forward_only) of `data` as (1, 1, S, d) float32 files in `dir`;
 // returns the options naming them.
-std::string save(const verify::ProblemData& data, const ScratchDir& dir, bool forward_only = false) {
+std::string save(const verify::ProblemData& data, const ScratchDir& dir,
+                 bool forward_only = false) {
   std::string args;
   const std::pair<const char*, const verify::HostTensor*> tensors[] = {
       {"q", &data.q}, {"k", &data.k}, {"v", &data.v}, {"do", &data.dO}};
@@ -82,9 +84,9 @@ TEST(NonFiniteCli, RunWarnsAndCheckPassesItsOwnOutputWithoutAMaskedRowsFinding) 
   EXPECT_TRUE(has(run.err, "(first at [0,0,3,0]")) << run.err;
   EXPECT_TRUE(has(run.err, "input Q holds 1 NaN")) << run.err;
   const std::string out = dir.file("out");
-  const CliRun check = run_cli("check" + in + " --o " + out + "/o.npy --lse " + out +
-                               "/lse.npy --dq " + out + "/dq.npy --dk " + out + "/dk.npy --dv " +
-                               out + "/dv.npy --json");
+  const CliRun check =
+      run_cli("check" + in + " --o " + out + "/o.npy --lse " + out + "/lse.npy --dq " + out +
+              "/dq.npy --dk " + out + "/dk.npy --dv " + out + "/dv.npy --json");
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_TRUE(has(check.out, "\"input_notes\"")) << check.out;
   EXPECT_TRUE(has(check.out, "Q holds 1 NaN (first at [0,0,3,0]")) << check.out;
@@ -94,10 +96,11 @@ TEST(NonFiniteCli, RunWarnsAndCheckPassesItsOwnOutputWithoutAMaskedRowsFinding) 
 TEST(NonFiniteCli, AnInputThatOverflowsF16IsNamed) {
   ScratchDir dir;
   const std::string in = save(inputs(5, 4, 2, 1.0e5f), dir);
-  const CliRun run = run_cli("run --backend reference --dtype f16" + in + " --out " +
-                             dir.file("out"));
+  const CliRun run =
+      run_cli("run --backend reference --dtype f16" + in + " --out " + dir.file("out"));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_TRUE(has(run.err, "1 finite value(s) overflow to infinity when rounded to f16")) << run.err;
+  EXPECT_TRUE(has(run.err, "1 finite value(s) overflow to infinity when rounded to f16"))
+      << run.err;
   EXPECT_TRUE(has(run.err, "65504")) << run.err;
 }
 
@@ -120,6 +123,21 @@ TEST(NonFiniteCli, VerifySaysWhenTheScoresExceedFloat32AndStillFailsTheNaN) {
   EXPECT_TRUE(has(r.out, "beyond float32's largest value")) << r.out;
 }
 
+// Scores past 2^31 / log2(e): the note names the folded softmax's range (run 32g lost a row of
+// the sm90 bf16 forward at |S| ~ 1e37); below it no note.
+TEST(NonFiniteNotes, ScoresPastTheFoldsRangeAreNamedBelowItNothing) {
+  const verify::ProblemData data = inputs(4, 4, -1, 0.0f);
+  const std::vector<std::string> past = verify::input_notes(data, 2.0e9);
+  ASSERT_EQ(past.size(), 1u);
+  EXPECT_TRUE(has(past[0], "2^31 / log2(e)")) << past[0];
+  EXPECT_TRUE(has(past[0], "sees no key")) << past[0];
+  EXPECT_TRUE(verify::input_notes(data, 1.0e9).empty());
+  // Past float32's exp2 range the earlier note takes over, alone.
+  const std::vector<std::string> beyond = verify::input_notes(data, 3.0e38);
+  ASSERT_EQ(beyond.size(), 1u);
+  EXPECT_TRUE(has(beyond[0], "S * log2(e) does not")) << beyond[0];
+}
+
 TEST(NonFiniteCli, FiniteScoresThatFitFloat32GiveNoWarning) {
   ScratchDir dir;
   const std::string in = save(inputs(8, 4, -1, 0.0f), dir);
@@ -137,7 +155,8 @@ TEST(NonFiniteCli, ScoresUpToFloat32sLargestGiveFiniteOutputsInEveryCpuBackend) 
   for (std::int64_t i = 0; i < 12; ++i)
     for (std::int64_t j = 0; j < 12; ++j) {
       double dot = 0.0;
-      for (std::int64_t c = 0; c < 4; ++c) dot += double(data.q.get(0, 0, i, c)) * data.k.get(0, 0, j, c);
+      for (std::int64_t c = 0; c < 4; ++c)
+        dot += double(data.q.get(0, 0, i, c)) * data.k.get(0, 0, j, c);
       max_dot = std::max(max_dot, std::fabs(dot));
     }
   char scale[64];

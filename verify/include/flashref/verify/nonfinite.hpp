@@ -46,9 +46,10 @@ std::vector<NonFiniteCount> nonfinite_outputs(const TensorSet& outputs, const Pr
 double max_abs_score(const ProblemData& data);
 
 // The notes `check` and `verify` print about their inputs: each tensor with non-finite values,
-// and scores beyond float32's range. `max_abs_score`: max_abs_score(data), or the same value
-// from a pass that computed the scores already (SumMagnitudes::max_abs_score). Empty when the
-// inputs are unremarkable.
+// scores beyond float32's range or beyond what exp2 of S log2(e) takes, and scores past the range
+// of a softmax that folds the scale into exp2's argument (|S| > 2^31 / log2(e)). `max_abs_score`:
+// max_abs_score(data), or the same value from a pass that computed the scores already
+// (SumMagnitudes::max_abs_score). Empty when the inputs are unremarkable.
 std::vector<std::string> input_notes(const ProblemData& data, double max_abs_score);
 
 // The warnings of `run` and `trace` about their outputs: one per tensor holding NaN or an
