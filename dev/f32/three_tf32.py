@@ -85,14 +85,15 @@ def product(mode):
         u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
         return (u & np.uint32(0xFFFFE000)).view(np.float32)
 
-    def wgmma_blocks(a, b, block, big=trunc, small=None):
+    def wgmma_blocks(a, b, block, a_halves=(trunc, trunc), b_halves=None):
         # A tf32 wgmma (m64nNk8) per 8 reduction indices, three per step (small terms first),
-        # the big halves by truncation (the raw float32 tiles) and the small ones truncated too;
-        # each block of `block` indices summed from a zeroed accumulator with the tensor cores'
-        # truncated float32 sums, then added into the result with round to nearest.
-        a_big, b_big = big(a), big(b)
-        small = small or big
-        a_small, b_small = small(a - a_big), small(b - b_big)
+        # each operand's halves made by its (big, small) pair of roundings (by default both
+        # truncated: a raw float32 tile read as TF32); each block of `block` indices summed from
+        # a zeroed accumulator with the tensor cores' truncated float32 sums, then added into
+        # the result with round to nearest.
+        (a_big_of, a_small_of), (b_big_of, b_small_of) = a_halves, b_halves or a_halves
+        a_big, b_big = a_big_of(a), b_big_of(b)
+        a_small, b_small = a_small_of(a - a_big), b_small_of(b - b_big)
         acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
         for c0 in range(0, a.shape[1], block):
             tmp = np.zeros_like(acc)
@@ -104,14 +105,20 @@ def product(mode):
         return acc
 
     if mode.startswith("sm90-fwd-"):
-        # sm90-fwd-s{S's block}-pv{P~ V's block}-{trunc|rna|rnat}: S's block 0 is the whole head
-        # dim; trunc: both halves truncated (raw float32 read as TF32), rna: both rounded, rnat:
-        # big rounded and small left raw (x - big as float32, which the tensor core truncates).
-        _, _, sb, pvb, rounding = mode.split("-")
+        # sm90-fwd-s{S's block}-pv{P~ V's block}-{rounding}[-{operands}.{rounding}...]: S's
+        # block 0 is the whole head dim; trunc: both halves truncated (raw float32 read as TF32),
+        # rna: both rounded, rnat: big rounded and small left raw (x - big as float32, which the
+        # tensor core truncates). The rounding applies to Q, K, P~ and V, except where a suffix
+        # such as `kv.trunc` (operands among q, k, p, v) gives some of them another.
+        _, _, sb, pvb, rounding, *overrides = mode.split("-")
         sb, pvb = int(sb[1:]), int(pvb[2:])
-        big, small = {"trunc": (trunc, trunc), "rna": (tf32, tf32), "rnat": (tf32, trunc)}[rounding]
-        return (lambda a, b: wgmma_blocks(a, b, sb or a.shape[1], big, small),
-                lambda a, b: wgmma_blocks(a, b, pvb, big, small), plain)
+        halves = {"trunc": (trunc, trunc), "rna": (tf32, tf32), "rnat": (tf32, trunc)}
+        of = {x: halves[rounding] for x in "qkpv"}
+        for o in overrides:
+            names, r = o.split(".")
+            of.update({x: halves[r] for x in names})
+        return (lambda a, b: wgmma_blocks(a, b, sb or a.shape[1], of["q"], of["k"]),
+                lambda a, b: wgmma_blocks(a, b, pvb, of["p"], of["v"]), plain)
 
     return {"f32": plain, "1xtf32": one, "3xtf32": three, "3xtf32-rz": three_tensor_core,
             "3xtf32-rz-fresh8": lambda a, b: three_tensor_core_fresh(a, b, 8),

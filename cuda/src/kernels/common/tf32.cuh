@@ -46,4 +46,15 @@ __device__ __forceinline__ void split_tf32_raw_small_finite(uint32_t& big, uint3
   small = __float_as_uint(__uint_as_float(x) - b);
 }
 
+// The same for any float32 x, in two: big truncated to TF32 (x's low 13 bits dropped, as a
+// tf32 wgmma reads a raw float32 tile), small = x - big (exact, and of x's sign) left for the
+// tensor core to truncate in turn. Truncation cannot carry into the exponent, so a finite x
+// always gives a finite big, with no clamp; small is then up to one TF32 ulp of x rather than
+// half of one, and the error of the pair up to 2^-21 of x rather than 2^-22
+// (dev/f32/three_tf32.py's `trunc` halves).
+__device__ __forceinline__ void split_tf32_trunc(uint32_t& big, uint32_t& small, uint32_t x) {
+  big = x & 0xFFFFE000u;
+  small = __float_as_uint(__uint_as_float(x) - __uint_as_float(big));
+}
+
 }  // namespace flashref::cuda::kernels

@@ -162,15 +162,34 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
     const float m_base = m == -INFINITY ? 0.0f : (kFold && m == INFINITY ? NAN : m);
     alpha[hf] = fast_exp2(row_m[hf] - m_base);
     row_m[hf] = m;
+    // Folded, the row's largest score enters the exponent as c max s - fl(c max s), m's own
+    // rounding error, up to half an ulp of m: a factor 2^(error) common to the row's P~, which
+    // O's division cancels while it stays near 1; past |m| = 2^31 it leaves float32's range
+    // and the row loses every key (docs/verification.md). A warp holding a row whose |m|
+    // reaches 2^24 (an error of 1 and more; scores from about 1.2e7 / scale, rare) takes this
+    // tile's scores to the log2 domain before the subtraction, as unfolded (__fmul_rn: never
+    // contracted back into the FFMA). Per warp rather than per row: a branch per thread cost
+    // the d = 64 kernel 56 bytes of spills.
     float sum = 0.0f;
+    if (kFold && __any_sync(0xffffffff, fabsf(m_base) >= 0x1p24f)) {
 #pragma unroll
-    for (int i = 0; i < kBlockN / 8; ++i)
+      for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& s = acc_s[4 * i + 2 * hf + e];
-        s = fast_exp2(kFold ? fmaf(s, scale_log2, -m_base) : s - m_base);
-        sum += s;
-      }
+        for (int e = 0; e < 2; ++e) {
+          float& s = acc_s[4 * i + 2 * hf + e];
+          s = fast_exp2(__fmul_rn(s, scale_log2) - m_base);
+          sum += s;
+        }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& s = acc_s[4 * i + 2 * hf + e];
+          s = fast_exp2(kFold ? fmaf(s, scale_log2, -m_base) : s - m_base);
+          sum += s;
+        }
+    }
     row_l[hf] = alpha[hf] * row_l[hf] + sum;
   }
 }

@@ -44,6 +44,12 @@ namespace flashref::cuda::kernels::sm90 {
 
 inline constexpr int kF32BlockCols = 32;  // float32 columns per 128-byte swizzled row
 
+// How an operand's TF32 halves are made (kernels/common/tf32.cuh): big rounded to nearest and
+// clamped to TF32's largest finite value (any finite input; five instructions), rounded
+// unclamped (inputs below float32's largest less 2^-12 of it; three), or truncated (any finite
+// input; two, at twice the rounded pair's error).
+enum class Tf32Split { rounded_finite, rounded, truncated };
+
 template <int kD_>
 struct Fwd3xTf32Traits {
   using Element = float;
@@ -64,31 +70,33 @@ struct Fwd3xTf32Traits {
   static constexpr int kStageBytes = 4 * kKVBytes;
   static constexpr int kRawBytes = 2 * kKVBytes;
   static constexpr int kTileBytes = kQBytes + kStages * kStageBytes + kRawBytes;
-  // Q's barrier; raw K and raw V (and a word unused); per stage ready and empty.
-  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (4 + 2 * kStages);
+  // Q's barrier; raw K and raw V; per stage ready and empty.
+  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (3 + 2 * kStages);
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
   static constexpr int kTransformThreads = 128;  // the producer warpgroup
-  // Whether Q's (kClampQ) and K's and V's (kClampKV) halves are clamped to TF32's largest
-  // finite value (split_tf32_raw_small_finite), for inputs within 2^-12 of float32's largest;
-  // P~'s, in [0, 1], never are. FLASHREF_CUDA_TUNE fwd90=13 drops Q's clamp, 14 both
-  // (Fwd3xTf32TraitsClamp; docs/perf-notes.md, run 32g).
-  static constexpr bool kClampQ = true, kClampKV = true;
+  // How Q's halves (kSplitQ) and K's and V's (kSplitKV) are made: P~'s, in [0, 1], are
+  // rounded to nearest unclamped (split_tf32_raw_small). FLASHREF_CUDA_TUNE fwd90=13, 14, 16
+  // and 17 pick the others (Fwd3xTf32TraitsSplit; docs/perf-notes.md, runs 32g and 33).
+  static constexpr Tf32Split kSplitQ = Tf32Split::rounded_finite;
+  static constexpr Tf32Split kSplitKV = Tf32Split::rounded_finite;
   static_assert(kD % kF32BlockCols == 0 && kD <= 128, "compiled for d = 64 and 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
 
-template <typename Base, bool kClampQ_, bool kClampKV_>
-struct Fwd3xTf32TraitsClamp : Base {
-  static constexpr bool kClampQ = kClampQ_, kClampKV = kClampKV_;
+template <typename Base, Tf32Split kSplitQ_, Tf32Split kSplitKV_>
+struct Fwd3xTf32TraitsSplit : Base {
+  static constexpr Tf32Split kSplitQ = kSplitQ_, kSplitKV = kSplitKV_;
 };
 
-template <bool kClamp>
+template <Tf32Split kSplit>
 __device__ __forceinline__ void split_operand(uint32_t& big, uint32_t& small, uint32_t x) {
-  if constexpr (kClamp)
+  if constexpr (kSplit == Tf32Split::rounded_finite)
     split_tf32_raw_small_finite(big, small, x);
-  else
+  else if constexpr (kSplit == Tf32Split::rounded)
     split_tf32_raw_small(big, small, x);
+  else
+    split_tf32_trunc(big, small, x);
 }
 
 template <typename T>
@@ -108,8 +116,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto sVtSmall = [&](int st) { return sKBig(st) + 3 * kKV; };
   const uint32_t sKRaw = base + T::kQBytes + kStages * T::kStageBytes, sVRaw = sKRaw + kKV;
   const uint32_t bar_q = base + T::kTileBytes, bar_k_raw = bar_q + 8, bar_v_raw = bar_q + 16;
-  auto bar_ready = [&](int st) { return bar_q + 8 * (4 + st); };
-  auto bar_empty = [&](int st) { return bar_q + 8 * (4 + kStages + st); };
+  auto bar_ready = [&](int st) { return bar_q + 8 * (3 + st); };
+  auto bar_empty = [&](int st) { return bar_q + 8 * (3 + kStages + st); };
 
   const int m_blocks = ceil_div(args.S_q, kBlockM);
   const Schedule tile(args, static_cast<int>(blockIdx.x), m_blocks);
@@ -185,7 +193,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                        : "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
                        : "r"(sKRaw + at1));
 #pragma unroll
-          for (int e = 0; e < 8; ++e) split_operand<T::kClampKV>(big[e], small[e], v[e]);
+          for (int e = 0; e < 8; ++e) split_operand<T::kSplitKV>(big[e], small[e], v[e]);
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at0),
                        "r"(big[0]), "r"(big[2]), "r"(big[4]), "r"(big[6]));
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at1),
@@ -210,7 +218,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const uint32_t to =
                 col * kSwizzleBytes + ((((lane / 4) ^ (col % 8)) * 16) + (lane % 4) * 4);
             uint32_t big, small;
-            split_operand<T::kClampKV>(big, small, v[e]);
+            split_operand<T::kSplitKV>(big, small, v[e]);
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtBig(st) + to), "r"(big));
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small));
           }
@@ -251,8 +259,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                           ((chunk ^ (r % 8)) * 16) + (t % 2) * 8;
       uint32_t x0, x1;
       asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(at));
-      split_operand<T::kClampQ>(big[hf], small[hf], x0);
-      split_operand<T::kClampQ>(big[2 + hf], small[2 + hf], x1);
+      split_operand<T::kSplitQ>(big[hf], small[hf], x0);
+      split_operand<T::kSplitQ>(big[2 + hf], small[2 + hf], x1);
     }
   };
   // One group of S = Q_i K_j^T: head-dim columns 32 grp .. 32 grp + 31, four k-steps of three

@@ -220,17 +220,26 @@ void launch_fwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
   check_cuda(cudaGetLastError(), label);
 }
-// FLASHREF_CUDA_TUNE fwd90=13 and 14 (tuning variants): Q's halves not clamped, or no operand's
-// (Fwd3xTf32Traits::kClampQ, kClampKV).
+// FLASHREF_CUDA_TUNE fwd90=13, 14, 16, 17 (tuning variants): the ways of making the halves of Q
+// and of K and V (Fwd3xTf32Traits::kSplitQ, kSplitKV): 13 Q's rounded unclamped, 14 every
+// operand's, 16 every operand's truncated, 17 K's and V's truncated.
 template <int kD>
 void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Base = kernels::sm90::Fwd3xTf32Traits<kD>;
   if constexpr (kTuningVariants) {
-    using kernels::sm90::Fwd3xTf32TraitsClamp;
+    using kernels::sm90::Fwd3xTf32TraitsSplit;
+    using S = kernels::sm90::Tf32Split;
     if (tune().fwd90 == 13)
-      return launch_fwd_3xtf32<Fwd3xTf32TraitsClamp<Base, false, true>>(args, stream);
+      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded, S::rounded_finite>>(args,
+                                                                                          stream);
     if (tune().fwd90 == 14)
-      return launch_fwd_3xtf32<Fwd3xTf32TraitsClamp<Base, false, false>>(args, stream);
+      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded, S::rounded>>(args, stream);
+    if (tune().fwd90 == 16)
+      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::truncated, S::truncated>>(args,
+                                                                                       stream);
+    if (tune().fwd90 == 17)
+      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded_finite, S::truncated>>(args,
+                                                                                            stream);
   }
   launch_fwd_3xtf32<Base>(args, stream);
 }
