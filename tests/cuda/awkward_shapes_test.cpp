@@ -131,36 +131,45 @@ TEST(CudaFloat32Extremes, ValuesNearTheLargestFloatGiveFiniteOutputs_f32_forward
 // 16-bit inputs whose row maxes reach |m'| = c max S of about 5e6 to 5e9 (c = scale log2(e)),
 // each row's weight on one key: the sm90 forward folds the scale into the exponent, where the
 // largest score's exponent is m''s rounding error, and past |m'| = 2^31 the row lost every key
-// (L = -inf, O = 0; run 32g). Those rows take the unfolded softmax (docs/verification.md).
-// Forward only, as above: the gradients of such scores are not what this checks.
+// (L = -inf, O = 0; run 32g). Such rows are computed again unfolded after the main loop
+// (kernels/sm90/fwd_rows_unfolded.cuh). S_q = 150 runs the short d = 64 kernel and d = 128's,
+// which stores O by the TMA; S_q = 1,100 the d = 64 default. Forward only, as above: the
+// gradients of such scores are not what this checks.
 TEST(CudaLargeScores, RowsPastTheFoldsRangeKeepTheirKeys_16bit_forward) {
   FLASHREF_REQUIRE_GPU();
   for (DType dtype : {DType::bf16, DType::f16})
-    for (std::int64_t d : {64, 128}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", d = " + std::to_string(d));
-      const Problem problem = make_problem(1, 2, 2, 150, 170, d, Mask::causal_top_left, dtype);
-      verify::ProblemData data =
-          verify::make_problem_data(problem, {5, false, verify::Layout::bshd});
-      // Row r of head h against key j <= r: eight columns of `big` in both, so S = 8 big^2 +
-      // O(big), far above the row's other scores (at most about 3 big, from K's random
-      // columns); f16's largest value bounds big at 6e4.
-      const struct {
-        std::int64_t h, r, j;
-        float big;
-      } rows[] = {{0, 10, 3, 6e4f}, {0, 77, 40, 2e4f}, {1, 149, 149, 6e4f}, {1, 120, 0, 2e3f}};
-      for (const auto& x : rows)
-        for (std::int64_t i = 0; i < 8; ++i) {
-          data.q.set(0, x.h, x.r, i, x.big);
-          data.k.set(0, x.h, x.j, i, x.big);
-        }
-      const verify::RunOutputs out =
-          verify::run_backend(*make_backend("cuda"), data, verify::RunOptions{});
-      for (const auto& x : rows)
-        EXPECT_TRUE(std::isfinite(out.lse(0, x.h, x.r)))
-            << "L[0," << x.h << "," << x.r << "] = " << out.lse(0, x.h, x.r);
-      const verify::CheckResult r = verify::check_candidate(data, out.values, 64, 64);
-      EXPECT_TRUE(r.passed()) << verify::format_check(problem, r);
-    }
+    for (std::int64_t d : {64, 128})
+      for (std::int64_t s_q : {150, 1100}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + ", d = " + std::to_string(d) +
+                     ", S_q = " + std::to_string(s_q));
+        const Problem problem =
+            make_problem(1, 2, 2, s_q, s_q + 20, d, Mask::causal_top_left, dtype);
+        verify::ProblemData data =
+            verify::make_problem_data(problem, {5, false, verify::Layout::bshd});
+        // Row r of head h against key j <= r: eight columns of `big` in both, so S = 8 big^2 +
+        // O(big), far above the row's other scores (at most about 3 big, from K's random
+        // columns); f16's largest value bounds big at 6e4.
+        const struct {
+          std::int64_t h, r, j;
+          float big;
+        } rows[] = {{0, 10, 3, 6e4f},
+                    {0, 77, 40, 2e4f},
+                    {1, 149, 149, 6e4f},
+                    {1, 120, 0, 2e3f},
+                    {1, s_q - 1, s_q / 2, 6e4f}};
+        for (const auto& x : rows)
+          for (std::int64_t i = 0; i < 8; ++i) {
+            data.q.set(0, x.h, x.r, i, x.big);
+            data.k.set(0, x.h, x.j, i, x.big);
+          }
+        const verify::RunOutputs out =
+            verify::run_backend(*make_backend("cuda"), data, verify::RunOptions{});
+        for (const auto& x : rows)
+          EXPECT_TRUE(std::isfinite(out.lse(0, x.h, x.r)))
+              << "L[0," << x.h << "," << x.r << "] = " << out.lse(0, x.h, x.r);
+        const verify::CheckResult r = verify::check_candidate(data, out.values, 64, 64);
+        EXPECT_TRUE(r.passed()) << verify::format_check(problem, r);
+      }
 }
 
 }  // namespace

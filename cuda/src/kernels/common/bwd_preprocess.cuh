@@ -11,16 +11,6 @@
 
 namespace flashref::cuda::kernels {
 
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-
 inline constexpr int kPreprocessWarps = 8;
 
 // The exact float32 kernels' preprocess: L itself (natural log) into args.lse2, and D as one

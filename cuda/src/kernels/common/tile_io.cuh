@@ -39,6 +39,17 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   }
 }
 
+// One element of a tile as float.
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
 // Start of row `row` of head `h` in batch `b` of a tensor (64-bit offsets throughout: a tensor
 // may hold more than 2^31 elements).
 template <typename T>

@@ -35,6 +35,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/sm90/fwd_rows_unfolded.cuh"
 #include "kernels/sm90/hopper.cuh"
 #include "kernels/sm90/stage_rows.cuh"
 #include "kernels/sm90/wgmma.cuh"
@@ -162,34 +163,15 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
     const float m_base = m == -INFINITY ? 0.0f : (kFold && m == INFINITY ? NAN : m);
     alpha[hf] = fast_exp2(row_m[hf] - m_base);
     row_m[hf] = m;
-    // Folded, the row's largest score enters the exponent as c max s - fl(c max s), m's own
-    // rounding error, up to half an ulp of m: a factor 2^(error) common to the row's P~, which
-    // O's division cancels while it stays near 1; past |m| = 2^31 it leaves float32's range
-    // and the row loses every key (docs/verification.md). A warp holding a row whose |m|
-    // reaches 2^24 (an error of 1 and more; scores from about 1.2e7 / scale, rare) takes this
-    // tile's scores to the log2 domain before the subtraction, as unfolded (__fmul_rn: never
-    // contracted back into the FFMA). Per warp rather than per row: a branch per thread cost
-    // the d = 64 kernel 56 bytes of spills.
     float sum = 0.0f;
-    if (kFold && __any_sync(0xffffffff, fabsf(m_base) >= 0x1p24f)) {
 #pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i)
+    for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& s = acc_s[4 * i + 2 * hf + e];
-          s = fast_exp2(__fmul_rn(s, scale_log2) - m_base);
-          sum += s;
-        }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& s = acc_s[4 * i + 2 * hf + e];
-          s = fast_exp2(kFold ? fmaf(s, scale_log2, -m_base) : s - m_base);
-          sum += s;
-        }
-    }
+      for (int e = 0; e < 2; ++e) {
+        float& s = acc_s[4 * i + 2 * hf + e];
+        s = fast_exp2(kFold ? fmaf(s, scale_log2, -m_base) : s - m_base);
+        sum += s;
+      }
     row_l[hf] = alpha[hf] * row_l[hf] + sum;
   }
 }
@@ -401,6 +383,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       online_softmax<kBlockN, T::kFoldScale, false>(acc_s, m, l, alpha, limit, n * kBlockN, t,
                                                     args.scale_log2);
   };
+  // Whether this thread marked a row past the fold's range (fwd_rows_unfolded.cuh).
+  bool refold = false;
   for (int r = 0;; ++r) {
     const int index = tile_of_round(r);
     if (index >= tiles) break;
@@ -572,8 +556,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         l += __shfl_xor_sync(0xffffffff, l, 2);
         inv[hf] = l > 0.0f ? 1.0f / l : 0.0f;
         const int r = r_lo + hf * 8;
+        const bool past = T::kFoldScale && past_fold_range(row_m[hf]);
+        refold |= past;
         if (t == 0 && r < rows_valid)
-          lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+          lse_rows[r] = past       ? past_fold_range_marker()
+                        : l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f
+                                   : -INFINITY;
       }
       // O into the K tile of the last stage, laid out as the TMA loads tiles (64-column blocks
       // of 128-byte swizzled rows), once every consumer's last S has landed (the tile's "Q
@@ -606,8 +594,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           if (8 * i + 2 * t < args.d)
             *reinterpret_cast<uint32_t*>(o_row + 8 * i + 2 * t) =
                 pack_pair<Element>(acc_o[4 * i + 2 * hf] * inv, acc_o[4 * i + 2 * hf + 1] * inv);
+        const bool past = T::kFoldScale && past_fold_range(row_m[hf]);
+        refold |= past;
         if (t == 0)
-          lse_rows[r] = l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f : -INFINITY;
+          lse_rows[r] = past       ? past_fold_range_marker()
+                        : l > 0.0f ? (row_m[hf] + __log2f(l)) * 0.69314718055994531f
+                                   : -INFINITY;
       }
     }
     if constexpr (T::kTileOverlap) ahead_started = next_started;
@@ -615,6 +607,32 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if constexpr (T::kStoreOByTma) {
     release_staged_o();
     if (elected) bulk_wait_complete();
+  }
+  if constexpr (T::kFoldScale) {
+    // Rows marked past the fold's range: walk this warp's tiles again and compute those rows
+    // unfolded, over the main loop's O and L (with the TMA, once all of O's stores are done).
+    bool any;
+    if constexpr (T::kStoreOByTma)
+      any = named_bar_sync_any(3 + c, 128, refold) && __any_sync(0xffffffff, refold);
+    else
+      any = __any_sync(0xffffffff, refold);
+    if (any) {
+      __syncwarp();
+      const int warp_row = r_lo - g;  // the warp's 16 rows of a tile
+      for (int r = 0;; ++r) {
+        const int index = tile_of_round(r);
+        if (index >= tiles) break;
+        const Schedule tile(args, index, m_blocks);
+        const int row = warp_row + lane % 16;
+        const float* lse =
+            args.lse + (static_cast<int64_t>(tile.b) * args.H + tile.h) * args.S_q + tile.row0;
+        const bool marked =
+            lane < 16 && row < tile.rows_valid && __float_as_uint(lse[row]) == kPastFoldRange;
+        for (uint32_t mask = __ballot_sync(0xffffffff, marked); mask != 0; mask &= mask - 1)
+          rewrite_row_unfolded<Element, kD>(args, tile.b, tile.h,
+                                            tile.row0 + warp_row + __ffs(mask) - 1, lane);
+      }
+    }
   }
   if constexpr (T::kPingPong) {
     if (c == 0) named_bar_sync(1, 256);  // the last consumer's final signal

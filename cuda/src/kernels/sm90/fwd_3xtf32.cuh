@@ -75,18 +75,19 @@ struct Fwd3xTf32Traits {
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
   static constexpr int kTransformThreads = 128;  // the producer warpgroup
-  // How Q's halves (kSplitQ) and K's and V's (kSplitKV) are made: P~'s, in [0, 1], are
-  // rounded to nearest unclamped (split_tf32_raw_small). FLASHREF_CUDA_TUNE fwd90=13, 14, 16
-  // and 17 pick the others (Fwd3xTf32TraitsSplit; docs/perf-notes.md, runs 32g and 33).
+  // How Q's halves (kSplitQ), K's (kSplitK) and V's (kSplitV) are made; P~'s, in [0, 1], are
+  // rounded to nearest unclamped (split_tf32_raw_small). FLASHREF_CUDA_TUNE fwd90=13, 14, 16,
+  // 17 and 18 pick the others (Fwd3xTf32TraitsSplit; docs/perf-notes.md, runs 32g and 33).
   static constexpr Tf32Split kSplitQ = Tf32Split::rounded_finite;
-  static constexpr Tf32Split kSplitKV = Tf32Split::rounded_finite;
+  static constexpr Tf32Split kSplitK = Tf32Split::rounded_finite;
+  static constexpr Tf32Split kSplitV = Tf32Split::rounded_finite;
   static_assert(kD % kF32BlockCols == 0 && kD <= 128, "compiled for d = 64 and 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
 
-template <typename Base, Tf32Split kSplitQ_, Tf32Split kSplitKV_>
+template <typename Base, Tf32Split kSplitQ_, Tf32Split kSplitK_, Tf32Split kSplitV_>
 struct Fwd3xTf32TraitsSplit : Base {
-  static constexpr Tf32Split kSplitQ = kSplitQ_, kSplitKV = kSplitKV_;
+  static constexpr Tf32Split kSplitQ = kSplitQ_, kSplitK = kSplitK_, kSplitV = kSplitV_;
 };
 
 template <Tf32Split kSplit>
@@ -193,7 +194,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                        : "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
                        : "r"(sKRaw + at1));
 #pragma unroll
-          for (int e = 0; e < 8; ++e) split_operand<T::kSplitKV>(big[e], small[e], v[e]);
+          for (int e = 0; e < 8; ++e) split_operand<T::kSplitK>(big[e], small[e], v[e]);
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at0),
                        "r"(big[0]), "r"(big[2]), "r"(big[4]), "r"(big[6]));
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at1),
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const uint32_t to =
                 col * kSwizzleBytes + ((((lane / 4) ^ (col % 8)) * 16) + (lane % 4) * 4);
             uint32_t big, small;
-            split_operand<T::kSplitKV>(big, small, v[e]);
+            split_operand<T::kSplitV>(big, small, v[e]);
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtBig(st) + to), "r"(big));
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small));
           }

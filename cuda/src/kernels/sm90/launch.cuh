@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "family.hpp"
 #include "flashref/dtype.hpp"
@@ -220,26 +221,35 @@ void launch_fwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
   check_cuda(cudaGetLastError(), label);
 }
-// FLASHREF_CUDA_TUNE fwd90=13, 14, 16, 17 (tuning variants): the ways of making the halves of Q
-// and of K and V (Fwd3xTf32Traits::kSplitQ, kSplitKV): 13 Q's rounded unclamped, 14 every
-// operand's, 16 every operand's truncated, 17 K's and V's truncated.
+// FLASHREF_CUDA_TUNE fwd90=13, 14, 16, 17, 18 (tuning variants): the ways of making the halves
+// of Q, K and V (Fwd3xTf32Traits::kSplitQ, kSplitK, kSplitV): 13 Q's rounded unclamped, 14 every
+// operand's, 16 every operand's truncated, 17 K's and V's truncated, 18 V's truncated.
 template <int kD>
 void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Base = kernels::sm90::Fwd3xTf32Traits<kD>;
   if constexpr (kTuningVariants) {
-    using kernels::sm90::Fwd3xTf32TraitsSplit;
     using S = kernels::sm90::Tf32Split;
-    if (tune().fwd90 == 13)
-      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded, S::rounded_finite>>(args,
-                                                                                          stream);
-    if (tune().fwd90 == 14)
-      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded, S::rounded>>(args, stream);
-    if (tune().fwd90 == 16)
-      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::truncated, S::truncated>>(args,
-                                                                                       stream);
-    if (tune().fwd90 == 17)
-      return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded_finite, S::truncated>>(args,
-                                                                                            stream);
+    auto with = [&](auto q, auto k, auto v) {
+      launch_fwd_3xtf32<kernels::sm90::Fwd3xTf32TraitsSplit<
+          Base, decltype(q)::value, decltype(k)::value, decltype(v)::value>>(args, stream);
+    };
+    using Finite = std::integral_constant<S, S::rounded_finite>;
+    using Rounded = std::integral_constant<S, S::rounded>;
+    using Truncated = std::integral_constant<S, S::truncated>;
+    switch (tune().fwd90) {
+      case 13:
+        return with(Rounded{}, Finite{}, Finite{});
+      case 14:
+        return with(Rounded{}, Rounded{}, Rounded{});
+      case 16:
+        return with(Truncated{}, Truncated{}, Truncated{});
+      case 17:
+        return with(Finite{}, Truncated{}, Truncated{});
+      case 18:
+        return with(Finite{}, Finite{}, Truncated{});
+      default:
+        break;
+    }
   }
   launch_fwd_3xtf32<Base>(args, stream);
 }
