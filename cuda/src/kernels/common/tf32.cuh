@@ -46,6 +46,14 @@ __device__ __forceinline__ void split_tf32_raw_small_finite(uint32_t& big, uint3
   small = __float_as_uint(__uint_as_float(x) - b);
 }
 
+// The same halves as split_tf32_raw_small_finite (big = x rounded to TF32, ties away, and
+// saturated to TF32's largest finite magnitude), with big from one conversion
+// (cvt.rna.satfinite.tf32.f32, sm_90) in place of the integer rounding and the two clamps.
+__device__ __forceinline__ void split_tf32_satfinite(uint32_t& big, uint32_t& small, uint32_t x) {
+  asm("cvt.rna.satfinite.tf32.f32 %0, %1;\n" : "=r"(big) : "f"(__uint_as_float(x)));
+  small = __float_as_uint(__uint_as_float(x) - __uint_as_float(big));
+}
+
 // The same for any float32 x, in two: big truncated to TF32 (x's low 13 bits dropped, as a
 // tf32 wgmma reads a raw float32 tile), small = x - big (exact, and of x's sign) left for the
 // tensor core to truncate in turn. Truncation cannot carry into the exponent, so a finite x

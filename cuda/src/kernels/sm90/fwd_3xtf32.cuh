@@ -48,7 +48,8 @@ inline constexpr int kF32BlockCols = 32;  // float32 columns per 128-byte swizzl
 // clamped to TF32's largest finite value (any finite input; five instructions), rounded
 // unclamped (inputs below float32's largest less 2^-12 of it; three), or truncated (any finite
 // input; two, at twice the rounded pair's error).
-enum class Tf32Split { rounded_finite, rounded, truncated };
+// rounded_satfinite: the halves of rounded_finite from one conversion (two instructions).
+enum class Tf32Split { rounded_finite, rounded, truncated, rounded_satfinite };
 
 template <int kD_>
 struct Fwd3xTf32Traits {
@@ -76,8 +77,8 @@ struct Fwd3xTf32Traits {
   static constexpr int kConsumerRegs = 224;
   static constexpr int kTransformThreads = 128;  // the producer warpgroup
   // How Q's halves (kSplitQ), K's (kSplitK) and V's (kSplitV) are made; P~'s, in [0, 1], are
-  // rounded to nearest unclamped (split_tf32_raw_small). FLASHREF_CUDA_TUNE fwd90=13, 14, 16,
-  // 17 and 18 pick the others (Fwd3xTf32TraitsSplit; docs/perf-notes.md, runs 32g and 33).
+  // rounded to nearest unclamped (split_tf32_raw_small). FLASHREF_CUDA_TUNE fwd90=13, 14 and
+  // 16-19 pick the others (Fwd3xTf32TraitsSplit; docs/perf-notes.md, runs 32g and 33).
   static constexpr Tf32Split kSplitQ = Tf32Split::rounded_finite;
   static constexpr Tf32Split kSplitK = Tf32Split::rounded_finite;
   static constexpr Tf32Split kSplitV = Tf32Split::rounded_finite;
@@ -96,6 +97,8 @@ __device__ __forceinline__ void split_operand(uint32_t& big, uint32_t& small, ui
     split_tf32_raw_small_finite(big, small, x);
   else if constexpr (kSplit == Tf32Split::rounded)
     split_tf32_raw_small(big, small, x);
+  else if constexpr (kSplit == Tf32Split::rounded_satfinite)
+    split_tf32_satfinite(big, small, x);
   else
     split_tf32_trunc(big, small, x);
 }
