@@ -97,7 +97,7 @@ TEST_P(AwkwardShapes, ForwardAndBackwardPassTheRule) {
 
 INSTANTIATE_TEST_SUITE_P(Cuda, AwkwardShapes, ::testing::ValuesIn(params()), param_name);
 
-// Float32 inputs within 2^-12 of float32's largest value, in V and in Q, whose scores still fit
+// Float32 inputs within 2^-12 of float32's largest value, in V, Q and K, whose scores still fit
 // float32 and whose outputs are finite: the exact path must give them (on Hopper the 3xTF32
 // forward, whose TF32 halves would otherwise round such a value to infinity; FMA kernels
 // elsewhere). Forward only: the gradients of a score near 1e38 overflow float32 in the gold.
@@ -116,6 +116,11 @@ TEST(CudaFloat32Extremes, ValuesNearTheLargestFloatGiveFiniteOutputs_f32_forward
     data.q.set(0, 1, 140, 3, kNearMax);
     for (std::int64_t j = 0; j < problem.S_k; ++j)
       data.k.set(0, 1, j, 3, data.k.get(0, 1, j, 3) / 8);
+    // And one value of K, with Q's column of it divided by 16 (the 3xTF32 forward's K halves
+    // are made by its producer warps, apart from Q's).
+    data.k.set(0, 0, 50, 7, -kNearMax);
+    for (std::int64_t i = 0; i < problem.S_q; ++i)
+      data.q.set(0, 0, i, 7, data.q.get(0, 0, i, 7) / 16);
     const verify::RunOutputs out =
         verify::run_backend(*make_backend("cuda"), data, verify::RunOptions{});
     for (std::int64_t h = 0; h < 2; ++h)

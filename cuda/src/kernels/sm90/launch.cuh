@@ -221,10 +221,11 @@ void launch_fwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
   check_cuda(cudaGetLastError(), label);
 }
-// FLASHREF_CUDA_TUNE fwd90=13, 14 and 16-19 (tuning variants): the ways of making the halves of
+// FLASHREF_CUDA_TUNE fwd90=13, 14 and 16-20 (tuning variants): the ways of making the halves of
 // Q, K and V (Fwd3xTf32Traits::kSplitQ, kSplitK, kSplitV): 13 Q's rounded unclamped, 14 every
 // operand's, 16 every operand's truncated, 17 K's and V's truncated, 18 V's truncated, 19 every
-// operand's by cvt.rna.satfinite (the default's halves from one conversion).
+// operand's by cvt.rna.satfinite (the default's halves from one conversion), 20 K's and V's
+// clamped only in the chunks that need it (the default's halves, tested per chunk).
 template <int kD>
 void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Base = kernels::sm90::Fwd3xTf32Traits<kD>;
@@ -238,6 +239,7 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
     using Rounded = std::integral_constant<S, S::rounded>;
     using Truncated = std::integral_constant<S, S::truncated>;
     using Satfinite = std::integral_constant<S, S::rounded_satfinite>;
+    using Checked = std::integral_constant<S, S::rounded_checked>;
     switch (tune().fwd90) {
       case 13:
         return with(Rounded{}, Finite{}, Finite{});
@@ -251,6 +253,8 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
         return with(Finite{}, Finite{}, Truncated{});
       case 19:
         return with(Satfinite{}, Satfinite{}, Satfinite{});
+      case 20:
+        return with(Finite{}, Checked{}, Checked{});
       default:
         break;
     }
