@@ -49,10 +49,7 @@ inline constexpr int kF32BlockCols = 32;  // float32 columns per 128-byte swizzl
 // unclamped (inputs below float32's largest less 2^-12 of it; three), or truncated (any finite
 // input; two, at twice the rounded pair's error).
 // rounded_satfinite: the halves of rounded_finite from one conversion (two instructions).
-// rounded_checked: rounded_finite's halves for a group of values (a thread's 16-byte chunks),
-// made unclamped unless one of the group's magnitudes reaches 0x7F7FF000, where rounding
-// carries into the exponent (one FMNMX per value for the test, against two for the clamp).
-enum class Tf32Split { rounded_finite, rounded, truncated, rounded_satfinite, rounded_checked };
+enum class Tf32Split { rounded_finite, rounded, truncated, rounded_satfinite };
 
 template <int kD_>
 struct Fwd3xTf32Traits {
@@ -81,7 +78,7 @@ struct Fwd3xTf32Traits {
   static constexpr int kTransformThreads = 128;  // the producer warpgroup
   // How Q's halves (kSplitQ), K's (kSplitK) and V's (kSplitV) are made; P~'s, in [0, 1], are
   // rounded to nearest unclamped (split_tf32_raw_small). FLASHREF_CUDA_TUNE fwd90=13, 14 and
-  // 16-20 pick the others (Fwd3xTf32TraitsSplit; docs/perf-notes.md, runs 32g and 33).
+  // 16-19 pick the others (Fwd3xTf32TraitsSplit; docs/perf-notes.md, runs 32g and 33).
   static constexpr Tf32Split kSplitQ = Tf32Split::rounded_finite;
   static constexpr Tf32Split kSplitK = Tf32Split::rounded_finite;
   static constexpr Tf32Split kSplitV = Tf32Split::rounded_finite;
@@ -96,7 +93,6 @@ struct Fwd3xTf32TraitsSplit : Base {
 
 template <Tf32Split kSplit>
 __device__ __forceinline__ void split_operand(uint32_t& big, uint32_t& small, uint32_t x) {
-  static_assert(kSplit != Tf32Split::rounded_checked, "rounded_checked decides per group");
   if constexpr (kSplit == Tf32Split::rounded_finite)
     split_tf32_raw_small_finite(big, small, x);
   else if constexpr (kSplit == Tf32Split::rounded)
@@ -105,28 +101,6 @@ __device__ __forceinline__ void split_operand(uint32_t& big, uint32_t& small, ui
     split_tf32_satfinite(big, small, x);
   else
     split_tf32_trunc(big, small, x);
-}
-
-// The halves of N values at once (kSplit: rounded_checked decides for the group).
-template <Tf32Split kSplit, int N>
-__device__ __forceinline__ void split_group(uint32_t (&big)[N], uint32_t (&small)[N],
-                                            const uint32_t (&x)[N]) {
-  if constexpr (kSplit == Tf32Split::rounded_checked) {
-    float largest = fabsf(__uint_as_float(x[0]));
-#pragma unroll
-    for (int e = 1; e < N; ++e) largest = fmaxf(largest, fabsf(__uint_as_float(x[e])));
-    // (A NaN drops out of the max: unclamped, it still reaches the products through small.)
-    if (largest >= 0x1.fffp127f) {
-#pragma unroll
-      for (int e = 0; e < N; ++e) split_tf32_raw_small_finite(big[e], small[e], x[e]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < N; ++e) split_tf32_raw_small(big[e], small[e], x[e]);
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < N; ++e) split_operand<kSplit>(big[e], small[e], x[e]);
-  }
 }
 
 template <typename T>
@@ -222,7 +196,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                        : "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
                        : "r"(sKRaw + at1));
-          split_group<T::kSplitK>(big, small, v);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) split_operand<T::kSplitK>(big[e], small[e], v[e]);
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at0),
                        "r"(big[0]), "r"(big[2]), "r"(big[4]), "r"(big[6]));
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at1),
@@ -241,20 +216,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                        : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
                        : "r"(from));
-          // (Per value where the split decides per value: the order of the kernels before the
-          // groups, whose PTX it keeps.)
-          uint32_t big[4], small[4];
-          if constexpr (T::kSplitV == Tf32Split::rounded_checked)
-            split_group<T::kSplitV>(big, small, v);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int col = 4 * c4 + e;
             const uint32_t to =
                 col * kSwizzleBytes + ((((lane / 4) ^ (col % 8)) * 16) + (lane % 4) * 4);
-            if constexpr (T::kSplitV != Tf32Split::rounded_checked)
-              split_operand<T::kSplitV>(big[e], small[e], v[e]);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtBig(st) + to), "r"(big[e]));
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small[e]));
+            uint32_t big, small;
+            split_operand<T::kSplitV>(big, small, v[e]);
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtBig(st) + to), "r"(big));
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sVtSmall(st) + to), "r"(small));
           }
         }
         // Every producer thread has read the raw tiles (named barrier 1): the next ones load

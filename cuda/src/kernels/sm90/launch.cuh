@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <limits>
 #include <string>
-#include <type_traits>
 
 #include "family.hpp"
 #include "flashref/dtype.hpp"
@@ -221,40 +220,39 @@ void launch_fwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, ordered);
   check_cuda(cudaGetLastError(), label);
 }
-// FLASHREF_CUDA_TUNE fwd90=13, 14 and 16-20 (tuning variants): the ways of making the halves of
+// FLASHREF_CUDA_TUNE fwd90=13, 14 and 16-19 (tuning variants): the ways of making the halves of
 // Q, K and V (Fwd3xTf32Traits::kSplitQ, kSplitK, kSplitV): 13 Q's rounded unclamped, 14 every
 // operand's, 16 every operand's truncated, 17 K's and V's truncated, 18 V's truncated, 19 every
-// operand's by cvt.rna.satfinite (the default's halves from one conversion), 20 K's and V's
-// clamped only in the chunks that need it (the default's halves, tested per chunk).
+// operand's by cvt.rna.satfinite (the default's halves from one conversion).
 template <int kD>
 void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Base = kernels::sm90::Fwd3xTf32Traits<kD>;
   if constexpr (kTuningVariants) {
+    using kernels::sm90::Fwd3xTf32TraitsSplit;
     using S = kernels::sm90::Tf32Split;
-    auto with = [&](auto q, auto k, auto v) {
-      launch_fwd_3xtf32<kernels::sm90::Fwd3xTf32TraitsSplit<
-          Base, decltype(q)::value, decltype(k)::value, decltype(v)::value>>(args, stream);
-    };
-    using Finite = std::integral_constant<S, S::rounded_finite>;
-    using Rounded = std::integral_constant<S, S::rounded>;
-    using Truncated = std::integral_constant<S, S::truncated>;
-    using Satfinite = std::integral_constant<S, S::rounded_satfinite>;
-    using Checked = std::integral_constant<S, S::rounded_checked>;
     switch (tune().fwd90) {
       case 13:
-        return with(Rounded{}, Finite{}, Finite{});
+        return launch_fwd_3xtf32<
+            Fwd3xTf32TraitsSplit<Base, S::rounded, S::rounded_finite, S::rounded_finite>>(args,
+                                                                                          stream);
       case 14:
-        return with(Rounded{}, Rounded{}, Rounded{});
+        return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded, S::rounded, S::rounded>>(
+            args, stream);
       case 16:
-        return with(Truncated{}, Truncated{}, Truncated{});
+        return launch_fwd_3xtf32<
+            Fwd3xTf32TraitsSplit<Base, S::truncated, S::truncated, S::truncated>>(args, stream);
       case 17:
-        return with(Finite{}, Truncated{}, Truncated{});
+        return launch_fwd_3xtf32<
+            Fwd3xTf32TraitsSplit<Base, S::rounded_finite, S::truncated, S::truncated>>(args,
+                                                                                       stream);
       case 18:
-        return with(Finite{}, Finite{}, Truncated{});
+        return launch_fwd_3xtf32<
+            Fwd3xTf32TraitsSplit<Base, S::rounded_finite, S::rounded_finite, S::truncated>>(args,
+                                                                                            stream);
       case 19:
-        return with(Satfinite{}, Satfinite{}, Satfinite{});
-      case 20:
-        return with(Finite{}, Checked{}, Checked{});
+        return launch_fwd_3xtf32<Fwd3xTf32TraitsSplit<Base, S::rounded_satfinite,
+                                                      S::rounded_satfinite, S::rounded_satfinite>>(
+            args, stream);
       default:
         break;
     }
