@@ -107,7 +107,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // 12, 15, kernels/sm90/configs.hpp; 13, 14 and 16-19, the 3xTF32 forward's halves,
 // kernels/sm90/launch.cuh),
 // the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the backward too;
-// kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired lanes, 1 plain),
+// kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired lanes, 1 plain;
+// 2-5 the sm90_3xtf32 dK/dV pass's groups, kernels/sm90/launch.cuh),
 // the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is not the default,
 // dispatch.cu's dq_strategy; both are always compiled), the sm90
 // tile order's L2 budget (order90: 1 none, which numbers all heads together as before sections;
@@ -157,7 +158,7 @@ inline const Tune& tune() {
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
-    read("f32bwd", r.f32bwd, 1);
+    read("f32bwd", r.f32bwd, 5);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
     read("fused90", r.fused90, 4);

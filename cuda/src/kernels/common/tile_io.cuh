@@ -108,6 +108,16 @@ __device__ __forceinline__ void store_tile(const T* smem, T* g, int64_t row_stri
   }
 }
 
+// Writes one float, converted to dtype `code`, at element offset `off`.
+__device__ __forceinline__ void store1(void* base, int code, int64_t off, float v) {
+  if (code == kOutF32)
+    static_cast<float*>(base)[off] = v;
+  else if (code == kOutF16)
+    static_cast<__half*>(base)[off] = __float2half_rn(v);
+  else
+    static_cast<__nv_bfloat16*>(base)[off] = __float2bfloat16_rn(v);
+}
+
 // Writes 4 floats, converted to the output dtype, at element offset `off` of `base`.
 __device__ __forceinline__ void store4(void* base, int code, int64_t off, float4 v) {
   if (code == kOutF32) {

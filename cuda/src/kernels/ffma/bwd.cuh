@@ -59,16 +59,6 @@ struct BwdF32Traits : F32Shape<kD, kBlockM, kBlockN> {
 // log from the workspace, accurate expf. And D comes from the preprocess as the same
 // sequential FFMA chain as dP = dO V^T, so where O = V_j exactly (a one-hot row) dP_ij - D_i
 // cancels to 0 as it does in exact arithmetic.
-// Writes one float, converted to dtype `code`, at element offset `off`.
-__device__ __forceinline__ void store1(void* base, int code, int64_t off, float v) {
-  if (code == kOutF32)
-    static_cast<float*>(base)[off] = v;
-  else if (code == kOutF16)
-    static_cast<__half*>(base)[off] = __float2half_rn(v);
-  else
-    static_cast<__nv_bfloat16*>(base)[off] = __float2bfloat16_rn(v);
-}
-
 // Alg. 2 lines 11 and 14 of one step, either pass: S = A_s B_s^T and dP = A_dp B_dp^T. With
 // paired lanes, S's second operand is the last cp.async group in flight, so dP runs while it
 // lands; the plain version waits for everything first.

@@ -38,18 +38,10 @@
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm90/fwd.cuh"
 #include "kernels/sm90/hopper.cuh"
+#include "kernels/sm90/tf32_tiles.cuh"
 #include "kernels/sm90/wgmma.cuh"
 
 namespace flashref::cuda::kernels::sm90 {
-
-inline constexpr int kF32BlockCols = 32;  // float32 columns per 128-byte swizzled row
-
-// How an operand's TF32 halves are made (kernels/common/tf32.cuh): big rounded to nearest and
-// clamped to TF32's largest finite value (any finite input; five instructions), rounded
-// unclamped (inputs below float32's largest less 2^-12 of it; three), or truncated (any finite
-// input; two, at twice the rounded pair's error).
-// rounded_satfinite: the halves of rounded_finite from one conversion (two instructions).
-enum class Tf32Split { rounded_finite, rounded, truncated, rounded_satfinite };
 
 template <int kD_>
 struct Fwd3xTf32Traits {
@@ -90,18 +82,6 @@ template <typename Base, Tf32Split kSplitQ_, Tf32Split kSplitK_, Tf32Split kSpli
 struct Fwd3xTf32TraitsSplit : Base {
   static constexpr Tf32Split kSplitQ = kSplitQ_, kSplitK = kSplitK_, kSplitV = kSplitV_;
 };
-
-template <Tf32Split kSplit>
-__device__ __forceinline__ void split_operand(uint32_t& big, uint32_t& small, uint32_t x) {
-  if constexpr (kSplit == Tf32Split::rounded_finite)
-    split_tf32_raw_small_finite(big, small, x);
-  else if constexpr (kSplit == Tf32Split::rounded)
-    split_tf32_raw_small(big, small, x);
-  else if constexpr (kSplit == Tf32Split::rounded_satfinite)
-    split_tf32_satfinite(big, small, x);
-  else
-    split_tf32_trunc(big, small, x);
-}
 
 template <typename T>
 __global__ void __launch_bounds__(T::kThreads, 1)
@@ -180,33 +160,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const uint32_t parity = it & 1;
         mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);  // the consumers are done with st
         // K_j: each 8 head-dim columns' big and small halves at their offset in the stage's
-        // tiles, in Q's fragment order (the even columns, then the odd ones; q_fragment says why),
+        // tiles, in Q's fragment order (the even columns, then the odd ones; tf32_tiles.cuh says why),
         // the 16-byte chunks swizzled as the TMA lays them out.
         mbar_wait(bar_k_raw, parity);
-        for (int u = x; u < kKV / 32; u += T::kTransformThreads) {
-          const int cb = u / (kBlockN * 4), row = (u / 4) % kBlockN, pair = u % 4;
-          const uint32_t at0 = cb * (kBlockN * kSwizzleBytes) + row * kSwizzleBytes +
-                               (((2 * pair) ^ (row % 8)) * 16);
-          const uint32_t at1 = cb * (kBlockN * kSwizzleBytes) + row * kSwizzleBytes +
-                               (((2 * pair + 1) ^ (row % 8)) * 16);
-          uint32_t v[8], big[8], small[8];
-          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-                       : "r"(sKRaw + at0));
-          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
-                       : "r"(sKRaw + at1));
-#pragma unroll
-          for (int e = 0; e < 8; ++e) split_operand<T::kSplitK>(big[e], small[e], v[e]);
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at0),
-                       "r"(big[0]), "r"(big[2]), "r"(big[4]), "r"(big[6]));
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKBig(st) + at1),
-                       "r"(big[1]), "r"(big[3]), "r"(big[5]), "r"(big[7]));
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKSmall(st) + at0),
-                       "r"(small[0]), "r"(small[2]), "r"(small[4]), "r"(small[6]));
-          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sKSmall(st) + at1),
-                       "r"(small[1]), "r"(small[3]), "r"(small[5]), "r"(small[7]));
-        }
+        split_k_major_tile<kBlockN, kD, T::kSplitK>(sKRaw, sKBig(st), sKSmall(st), x,
+                                                    T::kTransformThreads);
         mbar_wait(bar_v_raw, parity);
 #pragma unroll 2
         for (int c4 = warp; c4 < kD / 4; c4 += T::kTransformThreads / 32) {
@@ -250,22 +208,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     return;
   }
 
-  // Q_i's A fragment of k-step ks, split: rows r_lo and r_lo + 8 (wgmma's TF32 A layout), at
-  // the positions t and t + 4 that hold head-dim columns 8 ks + 2t and 8 ks + 2t + 1 (S sums
-  // over the head dim in any order, and the producer lays K's columns out the same way), so that
-  // each row's two are one 8-byte load from the swizzled tile.
+  // Q_i's A fragment of k-step ks, split (tf32_tiles.cuh; the producer lays K's columns out
+  // the same way).
   auto q_fragment = [&](uint32_t(&big)[4], uint32_t(&small)[4], int ks) {
-    const int blk = ks / 4, chunk = (ks % 4) * 2 + t / 2;
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      const int r = r_lo + 8 * hf;
-      const uint32_t at = sQ + blk * (kBlockM * kSwizzleBytes) + r * kSwizzleBytes +
-                          ((chunk ^ (r % 8)) * 16) + (t % 2) * 8;
-      uint32_t x0, x1;
-      asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(x0), "=r"(x1) : "r"(at));
-      split_operand<T::kSplitQ>(big[hf], small[hf], x0);
-      split_operand<T::kSplitQ>(big[2 + hf], small[2 + hf], x1);
-    }
+    a_fragment_rows<kBlockM, T::kSplitQ>(big, small, sQ, r_lo, ks, t);
   };
   // One group of S = Q_i K_j^T: head-dim columns 32 grp .. 32 grp + 31, four k-steps of three
   // products each, summed from zero into `part`.

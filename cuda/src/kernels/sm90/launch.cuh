@@ -19,7 +19,9 @@
 #include "instances.hpp"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/tile_order.hpp"
+#include "kernels/ffma/launch.cuh"
 #include "kernels/sm90/bwd_dkdv.cuh"
+#include "kernels/sm90/bwd_dkdv_3xtf32.cuh"
 #include "kernels/sm90/bwd_dq.cuh"
 #include "kernels/sm90/bwd_postprocess.cuh"
 #include "kernels/sm90/configs.hpp"
@@ -462,14 +464,63 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
   backward_two_passes<kDtype, typename Config::Dq, typename Config::Dkv>(args, stream, side);
 }
 
+// Exact float32's backward (the sm90_3xtf32 family), from the natural-log L of dispatch.cu's
+// preprocess: the dQ pass on the FMA units (the ffma family's) on `stream`, and the dK/dV pass
+// of traits T on 3xTF32 wgmma (kernels/sm90/bwd_dkdv_3xtf32.cuh) on `side`. Both passes are the
+// ffma family's where the driver refuses a tensor map of Q, K, V or dO, and with
+// FLASHREF_CUDA_TUNE bwd90=1 (the backward before run 34, to compare them).
+template <typename T>
+void launch_bwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  constexpr int kD = T::kD;
+  constexpr CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  CUtensorMap q, k, v, d_o;
+  if (tune().bwd90 == 1 ||
+      try_tensor_map(q, args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM) !=
+          CUDA_SUCCESS ||
+      try_tensor_map(d_o, args.dO, type, args.d, args.S_q, args.H, args.B, T::kBlockM) !=
+          CUDA_SUCCESS ||
+      try_tensor_map(k, args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) !=
+          CUDA_SUCCESS ||
+      try_tensor_map(v, args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) !=
+          CUDA_SUCCESS)
+    return run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
+  ffma::backward_dq<kD>(args, stream);
+  const unsigned grid = grid_size(kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv, args.B);
+  if (grid == 0) return;
+  const std::string label = kernel_label("bwd_dkdv_3xtf32", "f32", kD, T::kBlockM, T::kBlockN,
+                                         T::kThreads, T::kSmemBytes);
+  const auto kernel = kernels::sm90::bwd_dkdv_3xtf32_kernel<T>;
+  configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, side>>>(q, k, v, d_o, args);
+  check_cuda(cudaGetLastError(), label);
+}
+// FLASHREF_CUDA_TUNE f32bwd=2..5 (tuning variants): the dK/dV pass's groups summed from zero,
+// in k-steps (S and dP, dV and dK): 2 (2, 2), 3 (4, 4), 4 (1, 1), 5 (2, 4).
+template <int kD>
+void backward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
+  using kernels::sm90::BwdDkv3xTf32Traits;
+  if constexpr (kTuningVariants) {
+    switch (tune().f32bwd) {
+      case 2:
+        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 2, 2>>(args, stream, side);
+      case 3:
+        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 4, 4>>(args, stream, side);
+      case 4:
+        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 1, 1>>(args, stream, side);
+      case 5:
+        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 2, 4>>(args, stream, side);
+      default:
+        break;
+    }
+  }
+  launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD>>(args, stream, side);
+}
+
 template <Family kFamily, DType kDtype, int kD>
 void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   if constexpr (kFamily == Family::sm90_3xtf32) {
-    // The sm90_3xtf32 family's backward is the ffma family's (the exact float32 kernels on the
-    // FMA units), from the same natural-log L (dispatch.cu's preprocess): no 3xTF32 wgmma
-    // backward is written yet (docs/cuda.md).
     static_assert(kDtype == DType::f32, "the sm90_3xtf32 family runs float32 only");
-    run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
+    backward_3xtf32<kD>(args, stream, side);
   } else {
     backward_16bit<kDtype, kD>(args, stream, side);
   }

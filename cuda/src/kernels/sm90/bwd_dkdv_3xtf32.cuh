@@ -1,0 +1,385 @@
+// The dK/dV pass of exact float32's backward on Hopper (the sm90_3xtf32 family): Algorithm 2's
+// lines 10-17 but dQ's, for one key tile, as 3xTF32 on TF32 wgmma, judged by the exact float32
+// rule as the FFMA kernels are. The dQ pass is the ffma family's (kernels/ffma/bwd.cuh).
+//
+// TF32 wgmma reads its shared-memory operands K-major only, so a product that reduces over the
+// queries (dV_j += P^T dO_i, dK_j += dS^T Q_i) would need dO_i and Q_i transposed and split in
+// shared memory: twice the room of the raw tiles. Instead the block keeps its key tile's halves
+// still, computes the gradients transposed, and takes the query tiles as A operands from
+// registers, read from the raw tiles and split there (tf32_tiles.cuh):
+//   S = Q_i K_j^T          A = Q_i's rows;           B = K_j's halves (made once per block)
+//   dP = dO_i V_j^T        A = dO_i's rows;          B = V_j's halves, laid out as K_j's
+//   dV_j^T += dO_i^T P     A = dO_i read transposed; B = P^T's halves, written by the consumers
+//   dK_j^T += Q_i^T dS     A = Q_i read transposed;  B = dS^T's halves, likewise
+// A thread's rows g and g + 8 of a transposed A are head-dim columns 2g and 2g + 1 of its warp's
+// 16, so that its two values of a query are one 8-byte load; the epilogue writes them back so.
+// Every product sums its three terms per k-step (small ones first) in an accumulator started
+// from zero, in groups of 32 reduction indices, and adds each group to its float32 result with
+// an FADD, as fwd_3xtf32.cuh does and for its reason (the tensor cores' sums truncate).
+//
+// Block: warpgroup 0 loads (one thread: Q_i, dO_i by the TMA, L_i and D_i by bulk copies, two
+// stages); warpgroup 1 computes. At d = 128 shared memory holds K_j's and V_j's halves (64 KB),
+// two stages of Q_i and dO_i (128 KB) and P^T's and dS^T's halves (32 KB): no room for a second
+// consumer warpgroup. The block walks the query heads of its key/value head, then the query
+// tiles that see its keys, ascending (the ffma kernel's order).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/args.hpp"
+#include "kernels/common/causal.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/schedule.cuh"
+#include "kernels/common/tile_io.cuh"
+#include "kernels/sm90/bwd_common.cuh"
+#include "kernels/sm90/hopper.cuh"
+#include "kernels/sm90/tf32_tiles.cuh"
+#include "kernels/sm90/wgmma.cuh"
+
+namespace flashref::cuda::kernels::sm90 {
+
+// kScoreSteps_, kGradSteps_: the k-steps (of 8 reduction indices) of a group summed from zero in
+// S's and dP's products, and in dV's and dK's (0: the head dim's default, below).
+template <int kD_, int kScoreSteps_ = 0, int kGradSteps_ = 0>
+struct BwdDkv3xTf32Traits {
+  using Element = float;
+  static constexpr int kD = kD_;
+  static constexpr int kBlockM = 64;  // B_q: a step's queries, S's wgmma rows
+  static constexpr int kBlockN = 32;  // B_k
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 256;  // the loading warpgroup and the consumer warpgroup
+  static constexpr int kMTiles = kD / 64;  // the transposed gradients' 64-row wgmma tiles
+  static constexpr int kHalfBytes = kBlockN * kD * 4;        // a half of K_j or V_j
+  static constexpr int kRawBytes = kBlockM * kD * 4;         // Q_i or dO_i
+  static constexpr int kGradHalfBytes = kBlockN * kBlockM * 4;  // a half of P^T or dS^T
+  static constexpr int kVecBytes = kBlockM * 4;              // L_i or D_i
+  // K big, K small, V big, V small; per stage Q_i, dO_i; P^T big, small, dS^T big, small; per
+  // stage L_i, D_i (last, so that every tile starts on a swizzle atom).
+  static constexpr int kTileBytes =
+      4 * kHalfBytes + kStages * 2 * kRawBytes + 4 * kGradHalfBytes + kStages * 2 * kVecBytes;
+  // K_j and V_j raw; per stage full and empty.
+  static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (1 + 2 * kStages);
+  static constexpr Tf32Split kSplit = Tf32Split::rounded_finite;
+  // Two groups of each product are in flight, each with its A fragments live: at d = 128,
+  // groups of 4 k-steps spilled 104 bytes, of 2 k-steps in S and dP 8 (ptxas, 255 registers);
+  // 1 in S and dP and 2 in dV and dK take 250 registers and spill nothing.
+  static constexpr int kScoreGroupSteps = kScoreSteps_ > 0 ? kScoreSteps_ : (kD == 128 ? 1 : 4);
+  static constexpr int kGradGroupSteps = kGradSteps_ > 0 ? kGradSteps_ : (kD == 128 ? 2 : 4);
+  static_assert(kD == 64 || kD == 128, "compiled for d = 64 and 128");
+  static_assert(kHalfBytes <= kRawBytes, "K_j and V_j land raw in a stage's Q_i and dO_i");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
+};
+
+// The split A fragment of k-step ks of a product that reduces over a raw tile's rows, the tile
+// read transposed (dO_i^T in dV_j^T += dO_i^T P; the tile has kRows rows): A rows g and g + 8
+// are the tile's columns col0 and col0 + 1, positions t and t + 4 its rows 8 ks + 2t and
+// 8 ks + 2t + 1 (the order the B operand's halves are written in, p_position).
+template <int kRows, Tf32Split kSplit>
+__device__ __forceinline__ void a_fragment_cols(uint32_t (&big)[4], uint32_t (&small)[4],
+                                                uint32_t tile, int col0, int ks, int t) {
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const uint32_t at = tile + f32_tile_offset<kRows>(8 * ks + 2 * t + x, col0);
+    uint32_t v0, v1;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(v0), "=r"(v1) : "r"(at));
+    split_operand<kSplit>(big[2 * x], small[2 * x], v0);
+    split_operand<kSplit>(big[2 * x + 1], small[2 * x + 1], v1);
+  }
+}
+
+// Where query row r of a step sits in a K-major row of P^T's or dS^T's halves: each 8 rows'
+// even ones at positions 0-3, the odd ones at 4-7 (a_fragment_cols reads dO_i's and Q_i's rows
+// in that order).
+__device__ __forceinline__ int p_position(int r) {
+  return (r & ~7) | ((r & 1) << 2) | ((r & 7) >> 1);
+}
+
+// Runs kGroups groups of wgmma products with two in flight: issue(part, grp) issues group grp
+// into `part` (from zero) and commits it; add(part, grp) adds it to its result once complete.
+template <int kGroups, int kN, typename Issue, typename Add>
+__device__ __forceinline__ void run_product_groups(const Issue& issue, const Add& add) {
+  float part[2][kN];
+  issue(part[0], 0);
+  if constexpr (kGroups > 1) issue(part[1], 1);
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) {
+    if (grp + 1 < kGroups)
+      wgmma_wait<1>();
+    else
+      wgmma_wait<0>();
+    fence_registers(part[grp % 2]);
+    add(part[grp % 2], grp);
+    if (grp + 2 < kGroups) issue(part[grp % 2], grp + 2);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    bwd_dkdv_3xtf32_kernel(const __grid_constant__ CUtensorMap tmap_q,
+                           const __grid_constant__ CUtensorMap tmap_k,
+                           const __grid_constant__ CUtensorMap tmap_v,
+                           const __grid_constant__ CUtensorMap tmap_do, const AttnArgs args) {
+  constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kStages = T::kStages;
+  constexpr int kMTiles = T::kMTiles, kHalf = T::kHalfBytes, kRaw = T::kRawBytes;
+  constexpr int kGrad = T::kGradHalfBytes, kVec = T::kVecBytes;
+  constexpr int kN = kBlockN / 2;  // a thread's accumulator registers of a 64 x B_k product
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + kSwizzleAtom - 1) & ~uint32_t(kSwizzleAtom - 1);
+  const uint32_t sKBig = base, sKSmall = base + kHalf, sVBig = base + 2 * kHalf,
+                 sVSmall = base + 3 * kHalf;
+  auto sQ = [&](int st) { return base + 4 * kHalf + st * 2 * kRaw; };
+  auto sdO = [&](int st) { return sQ(st) + kRaw; };
+  const uint32_t sPBig = base + 4 * kHalf + kStages * 2 * kRaw, sPSmall = sPBig + kGrad,
+                 sdSBig = sPBig + 2 * kGrad, sdSSmall = sPBig + 3 * kGrad;
+  auto sL = [&](int st) { return sPBig + 4 * kGrad + st * 2 * kVec; };
+  auto sDsum = [&](int st) { return sL(st) + kVec; };
+  const uint32_t bar_kv = base + T::kTileBytes;
+  auto bar_full = [&](int st) { return bar_kv + 8 * (1 + st); };
+  auto bar_empty = [&](int st) { return bar_kv + 8 * (1 + kStages + st); };
+
+  const KeyTileSchedule<kBlockM, kBlockN> tile(args);
+  const int m_tiles = ceil_div(args.S_q, kBlockM);
+  const int m_begin = args.causal ? tile.causal_query_tiles_begin(args, m_tiles) : 0;
+  const int per_head = m_tiles - m_begin;
+  const int total = per_head * args.group;
+  auto head_of = [&](int it) { return tile.h_kv * args.group + it / per_head; };
+  auto row0_of = [&](int it) { return (m_begin + it % per_head) * kBlockM; };
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    mbar_init(bar_kv, 1);
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(bar_full(st), 1);
+      mbar_init(bar_empty(st), 128);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // Alg. 2 line 10: Q_i, dO_i, L_i (the natural-log L, +inf past S_q), D_i of step `it`.
+  auto load_step = [&](int it) {
+    const int st = it % kStages, h = head_of(it), m0 = row0_of(it);
+    const int64_t ws = (static_cast<int64_t>(tile.b) * args.H + h) * args.S_q_pad + m0;
+    mbar_expect_tx(bar_full(st), 2 * kRaw + 2 * kVec);
+#pragma unroll
+    for (int cb = 0; cb < kD / kF32BlockCols; ++cb) {
+      tma_load_4d(sQ(st) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_full(st),
+                  cb * kF32BlockCols, m0, h, tile.b);
+      tma_load_4d(sdO(st) + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_full(st),
+                  cb * kF32BlockCols, m0, h, tile.b);
+    }
+    bulk_load(sL(st), args.lse2 + ws, kVec, bar_full(st));
+    bulk_load(sDsum(st), args.dsum + ws, kVec, bar_full(st));
+  };
+
+  // Alg. 2 line 6: K_j and V_j, landed raw in stage 1's tiles and split by every thread into
+  // their halves, while stage 0 loads.
+  if (total > 0) {
+    if (tid == 0) {
+      mbar_expect_tx(bar_kv, 2 * kHalf);
+#pragma unroll
+      for (int cb = 0; cb < kD / kF32BlockCols; ++cb) {
+        tma_load_4d(sQ(1) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_kv, cb * kF32BlockCols,
+                    tile.n0, tile.h_kv, tile.b);
+        tma_load_4d(sdO(1) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_kv, cb * kF32BlockCols,
+                    tile.n0, tile.h_kv, tile.b);
+      }
+      load_step(0);
+    }
+    mbar_wait(bar_kv, 0);
+    split_k_major_tile<kBlockN, kD, T::kSplit>(sQ(1), sKBig, sKSmall, tid, T::kThreads);
+    split_k_major_tile<kBlockN, kD, T::kSplit>(sdO(1), sVBig, sVSmall, tid, T::kThreads);
+    fence_proxy_async_shared();  // the halves are read by wgmma (the async proxy)
+  }
+  __syncthreads();  // the halves are written; stage 1 is free
+
+  if (wg == 0) {
+    if (tid == 0)
+      for (int it = 1; it < total; ++it) {
+        const int st = it % kStages;
+        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
+        load_step(it);
+      }
+    return;
+  }
+
+  const int ctid = tid - 128, w = ctid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int r_lo = 16 * w + g;    // S's rows (queries) r_lo and r_lo + 8
+  const int col0 = 16 * w + 2 * g;  // the transposed gradients' rows: head-dim col0 and col0 + 1
+  float acc_dv[kMTiles][kN], acc_dk[kMTiles][kN];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int i = 0; i < kN; ++i) acc_dv[mt][i] = acc_dk[mt][i] = 0.0f;
+
+  // The B operands' descriptors, advanced to each k-step's columns (smem_desc_advance).
+  const uint64_t desc_k_big = make_smem_desc(sKBig, 16, kSwizzleAtom),
+                 desc_k_small = make_smem_desc(sKSmall, 16, kSwizzleAtom),
+                 desc_v_big = make_smem_desc(sVBig, 16, kSwizzleAtom),
+                 desc_v_small = make_smem_desc(sVSmall, 16, kSwizzleAtom),
+                 desc_p_big = make_smem_desc(sPBig, 16, kSwizzleAtom),
+                 desc_p_small = make_smem_desc(sPSmall, 16, kSwizzleAtom),
+                 desc_ds_big = make_smem_desc(sdSBig, 16, kSwizzleAtom),
+                 desc_ds_small = make_smem_desc(sdSSmall, 16, kSwizzleAtom);
+
+  // One step, `special` when its tile crosses the causal diagonal or holds a query that sees
+  // one key (sees_one_key): the other steps run no index math.
+  auto step = [&](int it, auto special) {
+    const int st = it % kStages, m0 = row0_of(it);
+    mbar_wait(bar_full(st), (it / kStages) & 1);
+    // Lines 11 and 14: S = Q_i K_j^T, dP = dO_i V_j^T, each in groups of T::kScoreGroupSteps
+    // k-steps (8 head-dim columns each).
+    constexpr int kGs = T::kScoreGroupSteps, kDGroups = kD / (8 * kGs);
+    float acc_s[kN], acc_dp[kN];
+    run_product_groups<2 * kDGroups, kN>(
+        [&](float(&part)[kN], int grp) {
+          const bool is_s = grp < kDGroups;
+          const int dg = is_s ? grp : grp - kDGroups;
+          const uint32_t raw = is_s ? sQ(st) : sdO(st);
+          const uint64_t b_big = is_s ? desc_k_big : desc_v_big;
+          const uint64_t b_small = is_s ? desc_k_small : desc_v_small;
+          uint32_t big[kGs][4], small[kGs][4];
+#pragma unroll
+          for (int kq = 0; kq < kGs; ++kq)
+            a_fragment_rows<kBlockM, T::kSplit>(big[kq], small[kq], raw, r_lo, kGs * dg + kq, t);
+          wgmma_fence();
+#pragma unroll
+          for (int kq = 0; kq < kGs; ++kq) {
+            const int ks = kGs * dg + kq;
+            const uint32_t off = (ks / 4) * (kBlockN * kSwizzleBytes) + (ks % 4) * 32;
+            const uint64_t d_big = smem_desc_advance(b_big, off);
+            const uint64_t d_small = smem_desc_advance(b_small, off);
+            WgmmaRS<float, kBlockN>::run(part, small[kq], d_big, kq > 0 ? 1 : 0);
+            WgmmaRS<float, kBlockN>::run(part, big[kq], d_small, 1);
+            WgmmaRS<float, kBlockN>::run(part, big[kq], d_big, 1);
+          }
+          wgmma_commit();
+        },
+        [&](float(&part)[kN], int grp) {
+          float* acc = grp < kDGroups ? acc_s : acc_dp;
+          const bool first = grp == 0 || grp == kDGroups;
+#pragma unroll
+          for (int i = 0; i < kN; ++i) acc[i] = first ? part[i] : acc[i] + part[i];
+        });
+
+    // Lines 12 and 15: P = exp(scale S - L), dS = P (dP - D), written split as P^T's and
+    // dS^T's halves (keys x queries, K-major).
+    float lse[2], dsum[2];
+    bool single[2] = {false, false};
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = r_lo + 8 * hf;
+      lse[hf] = __int_as_float(ld_shared_s32(sL(st) + 4 * r));
+      dsum[hf] = __int_as_float(ld_shared_s32(sDsum(st) + 4 * r));
+      if constexpr (decltype(special)::value) single[hf] = sees_one_key(args, m0 + r);
+    }
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int idx = 4 * i + 2 * hf + e, c = 8 * i + 2 * t + e, r = r_lo + 8 * hf;
+          float x = __fmul_rn(acc_s[idx], args.scale) - lse[hf];  // S as the forward rounded it
+          float p, ds;
+          if constexpr (decltype(special)::value) {
+            if (args.causal &&
+                static_cast<int64_t>(m0 + r) + args.causal_offset < tile.n0 + c)
+              x = -INFINITY;
+            p = single[hf] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
+            ds = single[hf] ? 0.0f : p * (acc_dp[idx] - dsum[hf]);
+          } else {
+            p = expf(x);
+            ds = p * (acc_dp[idx] - dsum[hf]);
+          }
+          const uint32_t at = f32_tile_offset<kBlockN>(c, p_position(r));
+          uint32_t big, small;
+          split_tf32_raw_small(big, small, __float_as_uint(p));  // P in [0, 1]
+          st_shared_s32(sPBig + at, static_cast<int>(big));
+          st_shared_s32(sPSmall + at, static_cast<int>(small));
+          split_operand<T::kSplit>(big, small, __float_as_uint(ds));
+          st_shared_s32(sdSBig + at, static_cast<int>(big));
+          st_shared_s32(sdSSmall + at, static_cast<int>(small));
+        }
+    fence_proxy_async_shared();
+    named_bar_sync(1, 128);  // P^T's and dS^T's halves are written
+
+    // Lines 13 and 17: dV_j^T += dO_i^T P, dK_j^T += Q_i^T dS, per 64 head-dim rows, in
+    // groups of T::kGradGroupSteps k-steps (8 queries each).
+    constexpr int kGg = T::kGradGroupSteps, kQGroups = kBlockM / (8 * kGg);
+    constexpr int kPerGrad = kMTiles * kQGroups;
+    run_product_groups<2 * kPerGrad, kN>(
+        [&](float(&part)[kN], int grp) {
+          const bool is_dv = grp < kPerGrad;
+          const int gg = is_dv ? grp : grp - kPerGrad, mt = gg / kQGroups, qg = gg % kQGroups;
+          const uint32_t raw = is_dv ? sdO(st) : sQ(st);
+          const uint64_t b_big = is_dv ? desc_p_big : desc_ds_big;
+          const uint64_t b_small = is_dv ? desc_p_small : desc_ds_small;
+          uint32_t big[kGg][4], small[kGg][4];
+#pragma unroll
+          for (int kq = 0; kq < kGg; ++kq)
+            a_fragment_cols<kBlockM, T::kSplit>(big[kq], small[kq], raw, 64 * mt + col0,
+                                                kGg * qg + kq, t);
+          wgmma_fence();
+#pragma unroll
+          for (int kq = 0; kq < kGg; ++kq) {
+            const int ks = kGg * qg + kq;
+            const uint32_t off = (ks / 4) * (kBlockN * kSwizzleBytes) + (ks % 4) * 32;
+            const uint64_t d_big = smem_desc_advance(b_big, off);
+            const uint64_t d_small = smem_desc_advance(b_small, off);
+            WgmmaRS<float, kBlockN>::run(part, small[kq], d_big, kq > 0 ? 1 : 0);
+            WgmmaRS<float, kBlockN>::run(part, big[kq], d_small, 1);
+            WgmmaRS<float, kBlockN>::run(part, big[kq], d_big, 1);
+          }
+          wgmma_commit();
+        },
+        [&](float(&part)[kN], int grp) {
+          const bool is_dv = grp < kPerGrad;
+          const int mt = (is_dv ? grp : grp - kPerGrad) / kQGroups;
+          float* acc = is_dv ? acc_dv[mt] : acc_dk[mt];
+#pragma unroll
+          for (int i = 0; i < kN; ++i) acc[i] += part[i];
+        });
+    mbar_arrive(bar_empty(st));  // Q_i and dO_i are read
+  };
+
+  // Each head's walk starts with its special steps (the single-key row's tile crosses the
+  // diagonal; with S_k = 1 every step is special): two loops, one per copy of the step.
+  auto is_special = [&](int it) {
+    const int m0 = row0_of(it);
+    return (args.causal && tile.n0 + kBlockN - 1 > static_cast<int64_t>(m0) + args.causal_offset) ||
+           tile_has_single_key_row(args, m0, kBlockM);
+  };
+  for (int it = 0; it < total;) {
+    const int head_end = (it / per_head + 1) * per_head;
+    for (; it < head_end && is_special(it); ++it) step(it, std::true_type{});
+    for (; it < head_end; ++it) step(it, std::false_type{});
+  }
+
+  // Line 19: dK_j (times the scale) and dV_j, keys < S_k and head-dim columns < d; zeros for a
+  // key tile no query sees. Accumulator element 4i + 2hf + e: head-dim column col0 + hf of
+  // tile mt, key 8i + 2t + e.
+  const int64_t off_k = row_offset(args.dk, tile.b, tile.n0, tile.h_kv);
+  const int64_t off_v = row_offset(args.dv, tile.b, tile.n0, tile.h_kv);
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = 8 * i + 2 * t + e, col = 64 * mt + col0 + hf, idx = 4 * i + 2 * hf + e;
+          if (key < tile.keys_valid && col < args.d) {
+            store1(args.dk.ptr, args.grad_code, off_k + key * args.dk.row_stride + col,
+                   acc_dk[mt][idx] * args.scale);
+            store1(args.dv.ptr, args.grad_code, off_v + key * args.dv.row_stride + col,
+                   acc_dv[mt][idx]);
+          }
+        }
+}
+
+}  // namespace flashref::cuda::kernels::sm90
