@@ -50,13 +50,19 @@ void launch_bwd(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t
                            Dkv::kPairedLanes ? "bwd_dkdv_f32" : "bwd_dkdv_f32_plain", "f32", kD);
 }
 
-// The dQ pass alone, on `stream`: the sm90_3xtf32 family's backward pairs it with its own
-// dK/dV pass (kernels/sm90/bwd_dkdv_3xtf32.cuh).
+// The dQ pass alone, on `stream`, and the dK/dV pass alone: the sm90_3xtf32 family's backward
+// runs either beside its own other pass on wgmma (kernels/sm90/bwd_*_3xtf32.cuh).
 template <int kD>
 void backward_dq(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Dq = typename kernels::F32Config<kD>::Dq;
   launch_per_query_tile<Dq>(kernels::bwd_dq_f32_kernel<Dq>, Dq::kDqSmemBytes, args, stream,
                             "bwd_dq_f32", "f32", kD);
+}
+template <int kD>
+void backward_dkdv(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Dkv = typename kernels::F32Config<kD>::Dkv;
+  launch_per_key_tile<Dkv>(kernels::bwd_dkdv_f32_kernel<Dkv>, Dkv::kDkvSmemBytes, args, stream,
+                           "bwd_dkdv_f32", "f32", kD);
 }
 
 // FLASHREF_CUDA_TUNE f32bwd=1 runs the plain kernels on the same tiles (Traits::Plain).

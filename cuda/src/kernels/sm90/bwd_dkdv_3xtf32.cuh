@@ -34,6 +34,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/sm90/bwd_3xtf32_steps.cuh"
 #include "kernels/sm90/bwd_common.cuh"
 #include "kernels/sm90/hopper.cuh"
 #include "kernels/sm90/tf32_tiles.cuh"
@@ -50,12 +51,12 @@ struct BwdDkv3xTf32Traits {
   static constexpr int kBlockM = 64;  // B_q: a step's queries, S's wgmma rows
   static constexpr int kBlockN = 32;  // B_k
   static constexpr int kStages = 2;
-  static constexpr int kThreads = 256;  // the loading warpgroup and the consumer warpgroup
+  static constexpr int kThreads = 256;     // the loading warpgroup and the consumer warpgroup
   static constexpr int kMTiles = kD / 64;  // the transposed gradients' 64-row wgmma tiles
-  static constexpr int kHalfBytes = kBlockN * kD * 4;        // a half of K_j or V_j
-  static constexpr int kRawBytes = kBlockM * kD * 4;         // Q_i or dO_i
+  static constexpr int kHalfBytes = kBlockN * kD * 4;           // a half of K_j or V_j
+  static constexpr int kRawBytes = kBlockM * kD * 4;            // Q_i or dO_i
   static constexpr int kGradHalfBytes = kBlockN * kBlockM * 4;  // a half of P^T or dS^T
-  static constexpr int kVecBytes = kBlockM * 4;              // L_i or D_i
+  static constexpr int kVecBytes = kBlockM * 4;                 // L_i or D_i
   // K big, K small, V big, V small; per stage Q_i, dO_i; P^T big, small, dS^T big, small; per
   // stage L_i, D_i (last, so that every tile starts on a swizzle atom).
   static constexpr int kTileBytes =
@@ -72,49 +73,6 @@ struct BwdDkv3xTf32Traits {
   static_assert(kHalfBytes <= kRawBytes, "K_j and V_j land raw in a stage's Q_i and dO_i");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
-
-// The split A fragment of k-step ks of a product that reduces over a raw tile's rows, the tile
-// read transposed (dO_i^T in dV_j^T += dO_i^T P; the tile has kRows rows): A rows g and g + 8
-// are the tile's columns col0 and col0 + 1, positions t and t + 4 its rows 8 ks + 2t and
-// 8 ks + 2t + 1 (the order the B operand's halves are written in, p_position).
-template <int kRows, Tf32Split kSplit>
-__device__ __forceinline__ void a_fragment_cols(uint32_t (&big)[4], uint32_t (&small)[4],
-                                                uint32_t tile, int col0, int ks, int t) {
-#pragma unroll
-  for (int x = 0; x < 2; ++x) {
-    const uint32_t at = tile + f32_tile_offset<kRows>(8 * ks + 2 * t + x, col0);
-    uint32_t v0, v1;
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(v0), "=r"(v1) : "r"(at));
-    split_operand<kSplit>(big[2 * x], small[2 * x], v0);
-    split_operand<kSplit>(big[2 * x + 1], small[2 * x + 1], v1);
-  }
-}
-
-// Where query row r of a step sits in a K-major row of P^T's or dS^T's halves: each 8 rows'
-// even ones at positions 0-3, the odd ones at 4-7 (a_fragment_cols reads dO_i's and Q_i's rows
-// in that order).
-__device__ __forceinline__ int p_position(int r) {
-  return (r & ~7) | ((r & 1) << 2) | ((r & 7) >> 1);
-}
-
-// Runs kGroups groups of wgmma products with two in flight: issue(part, grp) issues group grp
-// into `part` (from zero) and commits it; add(part, grp) adds it to its result once complete.
-template <int kGroups, int kN, typename Issue, typename Add>
-__device__ __forceinline__ void run_product_groups(const Issue& issue, const Add& add) {
-  float part[2][kN];
-  issue(part[0], 0);
-  if constexpr (kGroups > 1) issue(part[1], 1);
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) {
-    if (grp + 1 < kGroups)
-      wgmma_wait<1>();
-    else
-      wgmma_wait<0>();
-    fence_registers(part[grp % 2]);
-    add(part[grp % 2], grp);
-    if (grp + 2 < kGroups) issue(part[grp % 2], grp + 2);
-  }
-}
 
 template <typename T>
 __global__ void __launch_bounds__(T::kThreads, 1)
@@ -207,7 +165,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   const int ctid = tid - 128, w = ctid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int r_lo = 16 * w + g;    // S's rows (queries) r_lo and r_lo + 8
+  const int r_lo = 16 * w + g;      // S's rows (queries) r_lo and r_lo + 8
   const int col0 = 16 * w + 2 * g;  // the transposed gradients' rows: head-dim col0 and col0 + 1
   float acc_dv[kMTiles][kN], acc_dk[kMTiles][kN];
 #pragma unroll
@@ -237,26 +195,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     run_product_groups<2 * kDGroups, kN>(
         [&](float(&part)[kN], int grp) {
           const bool is_s = grp < kDGroups;
-          const int dg = is_s ? grp : grp - kDGroups;
-          const uint32_t raw = is_s ? sQ(st) : sdO(st);
-          const uint64_t b_big = is_s ? desc_k_big : desc_v_big;
-          const uint64_t b_small = is_s ? desc_k_small : desc_v_small;
-          uint32_t big[kGs][4], small[kGs][4];
-#pragma unroll
-          for (int kq = 0; kq < kGs; ++kq)
-            a_fragment_rows<kBlockM, T::kSplit>(big[kq], small[kq], raw, r_lo, kGs * dg + kq, t);
-          wgmma_fence();
-#pragma unroll
-          for (int kq = 0; kq < kGs; ++kq) {
-            const int ks = kGs * dg + kq;
-            const uint32_t off = (ks / 4) * (kBlockN * kSwizzleBytes) + (ks % 4) * 32;
-            const uint64_t d_big = smem_desc_advance(b_big, off);
-            const uint64_t d_small = smem_desc_advance(b_small, off);
-            WgmmaRS<float, kBlockN>::run(part, small[kq], d_big, kq > 0 ? 1 : 0);
-            WgmmaRS<float, kBlockN>::run(part, big[kq], d_small, 1);
-            WgmmaRS<float, kBlockN>::run(part, big[kq], d_big, 1);
-          }
-          wgmma_commit();
+          issue_split_group<kGs, kBlockM, kBlockN, false, T::kSplit>(
+              part, is_s ? sQ(st) : sdO(st), r_lo, kGs * (is_s ? grp : grp - kDGroups), t,
+              is_s ? desc_k_big : desc_v_big, is_s ? desc_k_small : desc_v_small);
         },
         [&](float(&part)[kN], int grp) {
           float* acc = grp < kDGroups ? acc_s : acc_dp;
@@ -286,8 +227,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           float x = __fmul_rn(acc_s[idx], args.scale) - lse[hf];  // S as the forward rounded it
           float p, ds;
           if constexpr (decltype(special)::value) {
-            if (args.causal &&
-                static_cast<int64_t>(m0 + r) + args.causal_offset < tile.n0 + c)
+            if (args.causal && static_cast<int64_t>(m0 + r) + args.causal_offset < tile.n0 + c)
               x = -INFINITY;
             p = single[hf] ? (x == -INFINITY ? 0.0f : 1.0f) : expf(x);
             ds = single[hf] ? 0.0f : p * (acc_dp[idx] - dsum[hf]);
@@ -295,14 +235,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             p = expf(x);
             ds = p * (acc_dp[idx] - dsum[hf]);
           }
-          const uint32_t at = f32_tile_offset<kBlockN>(c, p_position(r));
-          uint32_t big, small;
-          split_tf32_raw_small(big, small, __float_as_uint(p));  // P in [0, 1]
-          st_shared_s32(sPBig + at, static_cast<int>(big));
-          st_shared_s32(sPSmall + at, static_cast<int>(small));
-          split_operand<T::kSplit>(big, small, __float_as_uint(ds));
-          st_shared_s32(sdSBig + at, static_cast<int>(big));
-          st_shared_s32(sdSSmall + at, static_cast<int>(small));
+          store_split_transposed<kBlockN, Tf32Split::rounded>(sPBig, sPSmall, r, c, p);  // P <= 1
+          store_split_transposed<kBlockN, T::kSplit>(sdSBig, sdSSmall, r, c, ds);
         }
     fence_proxy_async_shared();
     named_bar_sync(1, 128);  // P^T's and dS^T's halves are written
@@ -315,26 +249,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         [&](float(&part)[kN], int grp) {
           const bool is_dv = grp < kPerGrad;
           const int gg = is_dv ? grp : grp - kPerGrad, mt = gg / kQGroups, qg = gg % kQGroups;
-          const uint32_t raw = is_dv ? sdO(st) : sQ(st);
-          const uint64_t b_big = is_dv ? desc_p_big : desc_ds_big;
-          const uint64_t b_small = is_dv ? desc_p_small : desc_ds_small;
-          uint32_t big[kGg][4], small[kGg][4];
-#pragma unroll
-          for (int kq = 0; kq < kGg; ++kq)
-            a_fragment_cols<kBlockM, T::kSplit>(big[kq], small[kq], raw, 64 * mt + col0,
-                                                kGg * qg + kq, t);
-          wgmma_fence();
-#pragma unroll
-          for (int kq = 0; kq < kGg; ++kq) {
-            const int ks = kGg * qg + kq;
-            const uint32_t off = (ks / 4) * (kBlockN * kSwizzleBytes) + (ks % 4) * 32;
-            const uint64_t d_big = smem_desc_advance(b_big, off);
-            const uint64_t d_small = smem_desc_advance(b_small, off);
-            WgmmaRS<float, kBlockN>::run(part, small[kq], d_big, kq > 0 ? 1 : 0);
-            WgmmaRS<float, kBlockN>::run(part, big[kq], d_small, 1);
-            WgmmaRS<float, kBlockN>::run(part, big[kq], d_big, 1);
-          }
-          wgmma_commit();
+          issue_split_group<kGg, kBlockM, kBlockN, true, T::kSplit>(
+              part, is_dv ? sdO(st) : sQ(st), 64 * mt + col0, kGg * qg, t,
+              is_dv ? desc_p_big : desc_ds_big, is_dv ? desc_p_small : desc_ds_small);
         },
         [&](float(&part)[kN], int grp) {
           const bool is_dv = grp < kPerGrad;
@@ -360,26 +277,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   // Line 19: dK_j (times the scale) and dV_j, keys < S_k and head-dim columns < d; zeros for a
-  // key tile no query sees. Accumulator element 4i + 2hf + e: head-dim column col0 + hf of
-  // tile mt, key 8i + 2t + e.
-  const int64_t off_k = row_offset(args.dk, tile.b, tile.n0, tile.h_kv);
-  const int64_t off_v = row_offset(args.dv, tile.b, tile.n0, tile.h_kv);
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = 8 * i + 2 * t + e, col = 64 * mt + col0 + hf, idx = 4 * i + 2 * hf + e;
-          if (key < tile.keys_valid && col < args.d) {
-            store1(args.dk.ptr, args.grad_code, off_k + key * args.dk.row_stride + col,
-                   acc_dk[mt][idx] * args.scale);
-            store1(args.dv.ptr, args.grad_code, off_v + key * args.dv.row_stride + col,
-                   acc_dv[mt][idx]);
-          }
-        }
+  // key tile no query sees.
+  store_transposed_gradient<kMTiles, kBlockN>(acc_dk, args.scale, args.dk, args.grad_code,
+                                              row_offset(args.dk, tile.b, tile.n0, tile.h_kv),
+                                              tile.keys_valid, args.d, col0, t);
+  store_transposed_gradient<kMTiles, kBlockN>(acc_dv, 1.0f, args.dv, args.grad_code,
+                                              row_offset(args.dv, tile.b, tile.n0, tile.h_kv),
+                                              tile.keys_valid, args.d, col0, t);
 }
 
 }  // namespace flashref::cuda::kernels::sm90

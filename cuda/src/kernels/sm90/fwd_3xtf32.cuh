@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const uint32_t parity = it & 1;
         mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);  // the consumers are done with st
         // K_j: each 8 head-dim columns' big and small halves at their offset in the stage's
-        // tiles, in Q's fragment order (the even columns, then the odd ones; tf32_tiles.cuh says why),
-        // the 16-byte chunks swizzled as the TMA lays them out.
+        // tiles, in Q's fragment order (the even columns, then the odd ones; tf32_tiles.cuh says
+        // why), the 16-byte chunks swizzled as the TMA lays them out.
         mbar_wait(bar_k_raw, parity);
         split_k_major_tile<kBlockN, kD, T::kSplitK>(sKRaw, sKBig(st), sKSmall(st), x,
                                                     T::kTransformThreads);

@@ -23,6 +23,7 @@
 #include "kernels/sm90/bwd_dkdv.cuh"
 #include "kernels/sm90/bwd_dkdv_3xtf32.cuh"
 #include "kernels/sm90/bwd_dq.cuh"
+#include "kernels/sm90/bwd_dq_3xtf32.cuh"
 #include "kernels/sm90/bwd_postprocess.cuh"
 #include "kernels/sm90/configs.hpp"
 #include "kernels/sm90/fwd_3xtf32.cuh"
@@ -464,59 +465,102 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
   backward_two_passes<kDtype, typename Config::Dq, typename Config::Dkv>(args, stream, side);
 }
 
-// Exact float32's backward (the sm90_3xtf32 family), from the natural-log L of dispatch.cu's
-// preprocess: the dQ pass on the FMA units (the ffma family's) on `stream`, and the dK/dV pass
-// of traits T on 3xTF32 wgmma (kernels/sm90/bwd_dkdv_3xtf32.cuh) on `side`. Both passes are the
-// ffma family's where the driver refuses a tensor map of Q, K, V or dO.
-template <typename T>
-void launch_bwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
-  constexpr int kD = T::kD;
-  constexpr CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+// Which passes of exact float32's backward run on 3xTF32 wgmma (kernels/sm90/bwd_dq_3xtf32.cuh,
+// bwd_dkdv_3xtf32.cuh); the others are the ffma family's.
+enum class Wgmma3xTf32Passes { both, dkdv, dq };
+
+// The four tensor maps of a 3xTF32 backward pass of traits T (Q and dO in boxes of T::kBlockM
+// rows, K and V of T::kBlockN), or false where the driver refuses one.
+struct Bwd3xTf32Maps {
   CUtensorMap q, k, v, d_o;
-  if (try_tensor_map(q, args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM) !=
-          CUDA_SUCCESS ||
-      try_tensor_map(d_o, args.dO, type, args.d, args.S_q, args.H, args.B, T::kBlockM) !=
-          CUDA_SUCCESS ||
-      try_tensor_map(k, args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) !=
-          CUDA_SUCCESS ||
-      try_tensor_map(v, args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) !=
-          CUDA_SUCCESS)
-    return run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
-  ffma::backward_dq<kD>(args, stream);
-  const unsigned grid = grid_size(kernels::ceil_div(args.S_k, T::kBlockN), args.H_kv, args.B);
+};
+template <typename T>
+bool bwd_3xtf32_maps(Bwd3xTf32Maps& m, const kernels::AttnArgs& args) {
+  constexpr CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  return try_tensor_map(m.q, args.q, type, args.d, args.S_q, args.H, args.B, T::kBlockM) ==
+             CUDA_SUCCESS &&
+         try_tensor_map(m.d_o, args.dO, type, args.d, args.S_q, args.H, args.B, T::kBlockM) ==
+             CUDA_SUCCESS &&
+         try_tensor_map(m.k, args.k, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) ==
+             CUDA_SUCCESS &&
+         try_tensor_map(m.v, args.v, type, args.d, args.S_k, args.H_kv, args.B, T::kBlockN) ==
+             CUDA_SUCCESS;
+}
+
+// One 3xTF32 backward pass of traits T on `stream`: `kernel` on a grid of `tiles` x `heads` x B.
+template <typename T, typename Kernel>
+void launch_bwd_3xtf32_pass(Kernel kernel, const Bwd3xTf32Maps& m, const kernels::AttnArgs& args,
+                            int tiles, int heads, const char* name, cudaStream_t stream) {
+  const unsigned grid = grid_size(tiles, heads, args.B);
   if (grid == 0) return;
-  const std::string label = kernel_label("bwd_dkdv_3xtf32", "f32", kD, T::kBlockM, T::kBlockN,
-                                         T::kThreads, T::kSmemBytes);
-  const auto kernel = kernels::sm90::bwd_dkdv_3xtf32_kernel<T>;
+  const std::string label =
+      kernel_label(name, "f32", T::kD, T::kBlockM, T::kBlockN, T::kThreads, T::kSmemBytes);
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, side>>>(q, k, v, d_o, args);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(m.q, m.k, m.v, m.d_o, args);
   check_cuda(cudaGetLastError(), label);
 }
+
+// Exact float32's backward (the sm90_3xtf32 family), from the natural-log L of dispatch.cu's
+// preprocess: the dQ pass (traits Dq) on `stream` and the dK/dV pass (Dkv) on `side`, those of
+// `passes` on 3xTF32 wgmma and the others the ffma family's; both the ffma family's where the
+// driver refuses a tensor map of Q, K, V or dO.
+template <typename Dq, typename Dkv>
+void launch_bwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side,
+                       Wgmma3xTf32Passes passes) {
+  constexpr int kD = Dq::kD;
+  Bwd3xTf32Maps dq_maps, dkdv_maps;
+  if (!bwd_3xtf32_maps<Dq>(dq_maps, args) || !bwd_3xtf32_maps<Dkv>(dkdv_maps, args))
+    return run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
+  if (passes == Wgmma3xTf32Passes::dkdv)
+    ffma::backward_dq<kD>(args, stream);
+  else
+    launch_bwd_3xtf32_pass<Dq>(kernels::sm90::bwd_dq_3xtf32_kernel<Dq>, dq_maps, args,
+                               kernels::ceil_div(args.S_q, Dq::kBlockM), args.H, "bwd_dq_3xtf32",
+                               stream);
+  if (passes == Wgmma3xTf32Passes::dq)
+    ffma::backward_dkdv<kD>(args, side);
+  else
+    launch_bwd_3xtf32_pass<Dkv>(kernels::sm90::bwd_dkdv_3xtf32_kernel<Dkv>, dkdv_maps, args,
+                                kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
+                                "bwd_dkdv_3xtf32", side);
+}
+
 // Exact float32's backward: the ffma family's two passes (its dQ pass on `stream`, its dK/dV
-// pass on `side`), from the natural-log L of dispatch.cu's preprocess. The dK/dV pass on 3xTF32
-// wgmma (launch_bwd_3xtf32) is written and compiled but has not run on a GPU yet: until it has
-// passed the suites there, it runs only when asked for, FLASHREF_CUDA_TUNE f32bwd=6 (any
-// build), and in tuning builds f32bwd=2..5 run it with its groups summed from zero in other
+// pass on `side`). The passes on 3xTF32 wgmma (launch_bwd_3xtf32) are written and compiled but
+// have not run on a GPU yet: until they have passed the suites there, they run only when asked
+// for, FLASHREF_CUDA_TUNE f32bwd=6 (both), 7 (dK/dV's alone) or 8 (dQ's alone), in any build;
+// in tuning builds f32bwd=2..5 run both with the dK/dV pass's groups summed from zero in other
 // sizes (k-steps of S and dP, of dV and dK): 2 (2, 2), 3 (4, 4), 4 (1, 1), 5 (2, 4).
 template <int kD>
 void backward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   using kernels::sm90::BwdDkv3xTf32Traits;
+  using Dq = kernels::sm90::BwdDq3xTf32Traits<kD>;
+  using P = Wgmma3xTf32Passes;
   if constexpr (kTuningVariants) {
     switch (tune().f32bwd) {
       case 2:
-        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 2, 2>>(args, stream, side);
+        return launch_bwd_3xtf32<Dq, BwdDkv3xTf32Traits<kD, 2, 2>>(args, stream, side, P::both);
       case 3:
-        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 4, 4>>(args, stream, side);
+        return launch_bwd_3xtf32<Dq, BwdDkv3xTf32Traits<kD, 4, 4>>(args, stream, side, P::both);
       case 4:
-        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 1, 1>>(args, stream, side);
+        return launch_bwd_3xtf32<Dq, BwdDkv3xTf32Traits<kD, 1, 1>>(args, stream, side, P::both);
       case 5:
-        return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD, 2, 4>>(args, stream, side);
+        return launch_bwd_3xtf32<Dq, BwdDkv3xTf32Traits<kD, 2, 4>>(args, stream, side, P::both);
       default:
         break;
     }
   }
-  if (tune().f32bwd == 6) return launch_bwd_3xtf32<BwdDkv3xTf32Traits<kD>>(args, stream, side);
-  run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
+  using Dkv = BwdDkv3xTf32Traits<kD>;
+  switch (tune().f32bwd) {
+    case 6:
+      return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::both);
+    case 7:
+      return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::dkdv);
+    case 8:
+      return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::dq);
+    default:
+      return run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
+  }
 }
 
 template <Family kFamily, DType kDtype, int kD>

@@ -57,10 +57,10 @@ __device__ __forceinline__ void split_k_major_tile(uint32_t raw, uint32_t big_ti
                                                    uint32_t small_tile, int x, int threads) {
   for (int u = x; u < kRows * kD / 8; u += threads) {
     const int cb = u / (kRows * 4), row = (u / 4) % kRows, pair = u % 4;
-    const uint32_t at0 = cb * (kRows * kSwizzleBytes) + row * kSwizzleBytes +
-                         (((2 * pair) ^ (row % 8)) * 16);
-    const uint32_t at1 = cb * (kRows * kSwizzleBytes) + row * kSwizzleBytes +
-                         (((2 * pair + 1) ^ (row % 8)) * 16);
+    const uint32_t at0 =
+        cb * (kRows * kSwizzleBytes) + row * kSwizzleBytes + (((2 * pair) ^ (row % 8)) * 16);
+    const uint32_t at1 =
+        cb * (kRows * kSwizzleBytes) + row * kSwizzleBytes + (((2 * pair + 1) ^ (row % 8)) * 16);
     uint32_t v[8], big[8], small[8];
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])

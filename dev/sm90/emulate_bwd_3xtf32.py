@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A host model of kernels/sm90/bwd_dkdv_3xtf32.cuh's data movement, to check its index maps
+"""A host model of kernels/sm90/bwd_dkdv_3xtf32.cuh's and bwd_dq_3xtf32.cuh's data movement, to check their index maps
 without a GPU.
 
 Every address the kernel computes (the TMA's swizzled tiles, split_k_major_tile's permuted
@@ -15,7 +15,7 @@ g + 8 (e / 2), column 8i + 2t + e % 2; B read K-major from its descriptor's star
 [7:9]), in float64 after the kernel's TF32 split. dK and dV come out within about 2^-21 of a
 float64 reference when every map is right; a wrong map gives errors of the values' own size.
 
-    python3 dev/sm90/emulate_bwd_dkdv_3xtf32.py      # the problems below; exit 1 on a mismatch
+    python3 dev/sm90/emulate_bwd_3xtf32.py      # the problems below; exit 1 on a mismatch
 """
 import sys
 
@@ -240,11 +240,99 @@ def emulate(q, k, v, do, lse_ws, dsum_ws, scale, causal, offset, kD, score_steps
     return dk_out, dv_out
 
 
+def emulate_dq(q, k, v, do, lse_ws, dsum_ws, scale, causal, offset, kD, score_steps, grad_steps):
+    """dQ of one batch, as kernels/sm90/bwd_dq_3xtf32.cuh computes it."""
+    S_q, H, d = q.shape
+    S_k, H_kv, _ = k.shape
+    group = H // H_kv
+    bm, bn, stages = 32, 64, 2
+    mtiles_d = kD // 64
+    half, raw, grad = bm * kD * 4, bn * kD * 4, bm * bn * 4
+    sQBig, sQSmall, sdOBig, sdOSmall = 0, half, 2 * half, 3 * half
+    sK = lambda st: 4 * half + st * 2 * raw
+    sV = lambda st: sK(st) + raw
+    sdSBig = 4 * half + stages * 2 * raw
+    sdSSmall = sdSBig + grad
+    dq_out = np.full((S_q, H, d), np.nan)
+    n_blocks = -(-S_k // bn)
+    r_lo, col0 = 16 * W + G, 16 * W + 2 * G
+    for m_block in range(-(-S_q // bm)):
+        for h in range(H):
+            hk = h // group
+            smem = Smem(sdSSmall + grad)
+            row0 = m_block * bm
+            rows_valid = min(bm, S_q - row0)
+            n_end = n_blocks
+            if causal:
+                last_key = row0 + rows_valid - 1 + offset
+                n_end = 0 if last_key < 0 else min(n_blocks, last_key // bn + 1)
+            if n_end > 0:
+                tma_load(smem, sK(1), q[row0:row0 + bm, h], bm, d, kD)
+                tma_load(smem, sV(1), do[row0:row0 + bm, h], bm, d, kD)
+                split_k_major_tile(smem, sK(1), sQBig, sQSmall, bm, kD)
+                split_k_major_tile(smem, sV(1), sdOBig, sdOSmall, bm, kD)
+            acc_dq = np.zeros((mtiles_d, 128, bm // 2))
+            lse = {}
+            dsm = {}
+            for i in range(bm // 8):
+                for e in range(2):
+                    lse[2 * i + e] = lse_ws[h, row0 + 8 * i + 2 * T + e]
+                    dsm[2 * i + e] = dsum_ws[h, row0 + 8 * i + 2 * T + e]
+            tile_single = S_k == 1 or (causal and -offset >= row0 and -offset < row0 + bm)
+            it = 0
+            special_prefix = True
+            for it in range(n_end):
+                st = it % stages
+                n0 = (n_end - 1 - it) * bn
+                needs = n0 + bn > S_k or (causal and n0 + bn - 1 > row0 + offset)
+                special_prefix = special_prefix and (tile_single or needs)
+                special = special_prefix
+                tma_load(smem, sK(st), k[n0:n0 + bn, hk], bn, d, kD)
+                tma_load(smem, sV(st), v[n0:n0 + bn, hk], bn, d, kD)
+                kgs = score_steps
+                ngroups = kD // (8 * kgs)
+                acc_s = sum(issue_group(smem, sK(st), bn, False, r_lo, kgs * dg, kgs, sQBig, sQSmall, bm)
+                            for dg in range(ngroups))
+                acc_dp = sum(issue_group(smem, sV(st), bn, False, r_lo, kgs * dg, kgs, sdOBig, sdOSmall, bm)
+                             for dg in range(ngroups))
+                for i in range(bm // 8):
+                    for hf in range(2):
+                        for e in range(2):
+                            idx, c, r = 4 * i + 2 * hf + e, 8 * i + 2 * T + e, r_lo + 8 * hf
+                            with np.errstate(invalid="ignore", over="ignore"):
+                                x = np.float32(acc_s[:, idx]).astype(np.float64) * scale - lse[2 * i + e]
+                                if special:
+                                    key = n0 + r
+                                    x = np.where((key >= S_k) | (causal & (key > row0 + c + offset)), -np.inf, x)
+                                    single = tile_single & ((S_k == 1) | (causal & (row0 + c + offset == 0)))
+                                    ds = np.where(single, 0.0, np.exp(x) * (acc_dp[:, idx] - dsm[2 * i + e]))
+                                else:
+                                    ds = np.exp(x) * (acc_dp[:, idx] - dsm[2 * i + e])
+                            at = f32_tile_offset(bm, c, p_position(r))
+                            db, dsm_ = tf32_split(ds)
+                            smem.st(sdSBig + at, db)
+                            smem.st(sdSSmall + at, dsm_)
+                kgg = grad_steps
+                kgroups = bn // (8 * kgg)
+                for mt in range(mtiles_d):
+                    for kg in range(kgroups):
+                        acc_dq[mt] += issue_group(smem, sK(st), bn, True, 64 * mt + col0, kgg * kg, kgg,
+                                                  sdSBig, sdSSmall, bm)
+            for mt in range(mtiles_d):
+                for i in range(bm // 8):
+                    for hf in range(2):
+                        for e in range(2):
+                            row, col, idx = 8 * i + 2 * T + e, 64 * mt + col0 + hf, 4 * i + 2 * hf + e
+                            ok = (row < rows_valid) & (col < d)
+                            dq_out[row0 + row[ok], h, col[ok]] = acc_dq[mt][ok, idx] * scale
+    return dq_out
+
+
 def reference(q, k, v, do, scale, causal, offset):
     S_q, H, d = q.shape
     S_k, H_kv, _ = k.shape
     group = H // H_kv
-    dk, dv = np.zeros_like(k), np.zeros_like(v)
+    dk, dv, dq = np.zeros_like(k), np.zeros_like(v), np.zeros_like(q)
     lse_ws = np.zeros((H, S_q + 128))
     lse_ws[:, S_q:] = np.inf
     dsum_ws = np.zeros((H, S_q + 128))
@@ -265,9 +353,10 @@ def reference(q, k, v, do, scale, causal, offset):
         ds = p * (dp - dsum[:, None])
         dv[:, hk] += p.T @ do[:, h]
         dk[:, hk] += scale * ds.T @ q[:, h]
+        dq[:, h] = scale * ds @ k[:, hk]
         lse_ws[h, :S_q] = np.where(np.isfinite(lse), lse, np.inf)
         dsum_ws[h, :S_q] = dsum
-    return dk, dv, lse_ws, dsum_ws
+    return dk, dv, dq, lse_ws, dsum_ws
 
 
 PROBLEMS = [  # S_q, S_k, H, H_kv, d, causal, bottom_right, scale
@@ -290,14 +379,17 @@ def main():
         offset = S_k - S_q if br else 0
         q, do = rng.standard_normal((S_q, H, d)), rng.standard_normal((S_q, H, d))
         k, v = rng.standard_normal((S_k, H_kv, d)), rng.standard_normal((S_k, H_kv, d))
-        dk_ref, dv_ref, lse_ws, dsum_ws = reference(q, k, v, do, scale, causal, offset)
-        for steps in [(1, 2), (4, 4), (2, 2)]:
-            dk, dv = emulate(q, k, v, do, lse_ws, dsum_ws, scale, causal, offset, kD, *steps)
-            err = max(np.abs(dk - dk_ref).max() / max(np.abs(dk_ref).max(), 1e-3),
-                      np.abs(dv - dv_ref).max() / max(np.abs(dv_ref).max(), 1e-3))
-            ok = np.isfinite(dk).all() and np.isfinite(dv).all() and err < 1e-5
+        dk_ref, dv_ref, dq_ref, lse_ws, dsum_ws = reference(q, k, v, do, scale, causal, offset)
+        runs = [("dK/dV", steps, lambda st: emulate(q, k, v, do, lse_ws, dsum_ws, scale, causal, offset, kD, *st),
+                 (dk_ref, dv_ref)) for steps in [(1, 2), (4, 4), (2, 2)]]
+        runs += [("dQ", steps, lambda st: (emulate_dq(q, k, v, do, lse_ws, dsum_ws, scale, causal, offset, kD, *st),),
+                  (dq_ref,)) for steps in [(1, 4), (2, 2)]]
+        for name, steps, run, refs in runs:
+            outs = run(steps)
+            err = max(np.abs(o - r).max() / max(np.abs(r).max(), 1e-3) for o, r in zip(outs, refs))
+            ok = all(np.isfinite(o).all() for o in outs) and err < 1e-5
             worst = max(worst, err if np.isfinite(err) else np.inf)
-            print(f"S_q {S_q:4d} S_k {S_k:4d} H {H}/{H_kv} d {d:3d} causal {causal} br {br} "
+            print(f"{name:5s} S_q {S_q:4d} S_k {S_k:4d} H {H}/{H_kv} d {d:3d} causal {causal} br {br} "
                   f"scale {scale:.3f} groups {steps}: rel err {err:.2e} {'ok' if ok else 'MISMATCH'}")
             if not ok:
                 return 1
