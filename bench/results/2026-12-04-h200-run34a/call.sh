@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Run 34a: exact float32's dK/dV pass on 3xTF32 wgmma (kernels/sm90/bwd_dkdv_3xtf32.cuh; the dQ
-# pass stays ffma's), its first GPU run, asked for with FLASHREF_CUDA_TUNE=f32bwd=6 (not the
-# default until this run has passed): the suites' float32 cases on it (ffma the control, and the
-# four group variants f32bwd=2..5), `verify` under the exact rule, the four sanitizers, fuzzing;
-# then the backward against the default (ffma's, "-") and the variants (`flashref bench
-# --backward`), and the float32 rows of the goal's table against the memory-efficient kernel. Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test
+# Run 34a: exact float32's backward on 3xTF32 wgmma (kernels/sm90/bwd_dkdv_3xtf32.cuh,
+# bwd_dq_3xtf32.cuh), its first GPU run, asked for with FLASHREF_CUDA_TUNE=f32bwd=6 (not the
+# default until this run has passed): the suites' float32 cases on it (ffma the control; each
+# pass alone, f32bwd=7 and 8; the dK/dV pass's group variants f32bwd=2..5), `verify` under the
+# exact rule, the four sanitizers, fuzzing; then the backward against the default (ffma's, "-"),
+# each pass alone and the variants (`flashref bench --backward`), and the float32 rows of the
+# goal's table against the memory-efficient kernel. Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test
 # cuda_family_test cuda_backend_contract_test cuda_determinism_test cuda_large_problems_test"
 # scripts/device-build; there: bash bench/results/2026-12-04-h200-run34a/call.sh, carrying .device.
 set -u
@@ -20,7 +21,7 @@ export FLASHREF_CUDA_TUNE=f32bwd=6  # the suites on the new pass
 
 step awkward 90 $b/cuda_awkward_shapes_test --gtest_brief=1
 step awkward-ffma 90 env FLASHREF_CUDA_FAMILY=ffma $b/cuda_awkward_shapes_test --gtest_brief=1
-for v in 2 3 4 5; do
+for v in 7 8 2 3 4 5; do
   step awkward-f32bwd$v 90 env FLASHREF_CUDA_TUNE=f32bwd=$v $b/cuda_awkward_shapes_test --gtest_brief=1 --gtest_filter='*f32*:*Float32*'
 done
 step properties 90 env RC_PARAMS=max_success=80 $b/cuda_properties_test --gtest_brief=1
@@ -48,7 +49,7 @@ one() {
   echo "bench $label [$tune] $(python3 -c "import json,sys; r=json.loads(sys.argv[1]); print([(x['pass'], round(x['median_ms'],4), round(x['min_ms'],4)) for x in r])" "$r" 2>/dev/null || echo "$r" | cut -c1-300)"
 }
 for round in 1 2; do
-  tunes=(- f32bwd=6 f32bwd=2 f32bwd=3 f32bwd=4 f32bwd=5); ((round == 2)) && tunes=(f32bwd=5 f32bwd=4 f32bwd=3 f32bwd=2 f32bwd=6 -)
+  tunes=(- f32bwd=6 f32bwd=7 f32bwd=8 f32bwd=2 f32bwd=3 f32bwd=4 f32bwd=5); ((round == 2)) && tunes=(f32bwd=5 f32bwd=4 f32bwd=3 f32bwd=2 f32bwd=8 f32bwd=7 f32bwd=6 -)
   for s in "${tunes[@]}"; do one $s d128-causal --shape 1,1,16384,16384,128 --mask causal; done
   for s in "${tunes[@]}"; do one $s d128-b8 --shape 8,1,4096,4096,128 --mask none; done
   for s in "${tunes[@]}"; do one $s d64-causal --shape 1,1,16384,16384,64 --mask causal; done
