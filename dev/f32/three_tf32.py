@@ -120,6 +120,17 @@ def product(mode):
         return (lambda a, b: wgmma_blocks(a, b, sb or a.shape[1], of["q"], of["k"]),
                 lambda a, b: wgmma_blocks(a, b, pvb, of["p"], of["v"]), plain)
 
+    if mode.startswith("sm90-bwd"):
+        # The sm90 3xTF32 forward (sm90-fwd-s32-pv32-rnat) and backward (kernels/sm90/
+        # bwd_dkdv_3xtf32.cuh, bwd_dq_3xtf32.cuh), each product oriented as the kernels run it
+        # (attention() takes the dict): sm90-bwd-s{the scores' block}-kv{dV's and dK's}-q{dQ's}.
+        _, _, sb, kvb, qb = mode.split("-")
+        sb, kvb, qb = int(sb[1:]), int(kvb[2:]), int(qb[1:])
+        rnat = (tf32, trunc)
+        block = lambda n: lambda a, b: wgmma_blocks(a, b, n, rnat, rnat)
+        return {"s": block(32), "pv": block(32), "scores": block(sb), "dkdv": block(kvb),
+                "dq": block(qb)}
+
     return {"f32": plain, "1xtf32": one, "3xtf32": three, "3xtf32-rz": three_tensor_core,
             "3xtf32-rz-fresh8": lambda a, b: three_tensor_core_fresh(a, b, 8),
             "3xtf32-rz-fresh64": three_tensor_core_fresh,
@@ -133,6 +144,9 @@ def product(mode):
 def attention(q, k, v, do, causal, mm):
     """O, L (natural log), dQ, dK, dV of one (B, H, S, d) problem, float32 throughout. mm is one
     product for all six, or (S's, P~ V's, the backward's)."""
+    kernels = mm if isinstance(mm, dict) else None
+    if kernels:
+        mm = (kernels["s"], kernels["pv"], None)
     mm_s, mm_pv, mm = mm if isinstance(mm, tuple) else (mm, mm, mm)
     B, H, S_q, d = q.shape
     S_k = k.shape[2]
@@ -156,6 +170,21 @@ def attention(q, k, v, do, causal, mm):
             o[b, h], lse[b, h] = O, L[:, 0]
             # Backward from the stored O and L, as Algorithm 2 runs.
             D = (dO * O).sum(axis=1, keepdims=True, dtype=np.float32)
+            if kernels:
+                # The dK/dV pass: S and dP by rows, dV^T = dO^T P and dK^T = Q^T dS.
+                sc, grad = kernels["scores"], kernels["dkdv"]
+                s_b = np.where(visible, (sc(Q, K.T) * scale).astype(np.float32), np.float32(-np.inf))
+                P = np.exp(s_b - L).astype(np.float32)
+                dS = (P * (sc(dO, V.T) - D)).astype(np.float32)
+                dv[b, h] = grad(dO.T, P).T
+                dk[b, h] = grad(Q.T, dS).T * scale
+                # The dQ pass: S^T and dP^T by the keys' rows, dQ^T = K^T dS^T.
+                s_t = np.where(visible.T, (sc(K, Q.T) * scale).astype(np.float32),
+                               np.float32(-np.inf))
+                P_t = np.exp(s_t - L.T).astype(np.float32)
+                dS_t = (P_t * (sc(V, dO.T) - D.T)).astype(np.float32)
+                dq[b, h] = kernels["dq"](K.T, dS_t).T * scale
+                continue
             P = np.exp(s - L).astype(np.float32)
             dv[b, h] = mm(P.T, dO)
             dP = mm(dO, V.T)
@@ -179,7 +208,9 @@ def main():
                          "accumulation: steps of 8, truncated sums), 3xtf32-rz-fresh8 and "
                          "3xtf32-rz-fresh64 (the same from a zeroed accumulator every 8 or 64 "
                          "reduction indices, added into the result with round to nearest), "
-                         "sm90-fwd (the sm90 3xTF32 forward's products, the backward's float32)")
+                         "sm90-fwd (the sm90 3xTF32 forward's products, the backward's float32), "
+                         "sm90-bwd-s8-kv16-q32 (the sm90 3xTF32 forward and backward, the "
+                         "backward's groups of the scores, dV and dK, and dQ)")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     rows = []
