@@ -5,8 +5,8 @@
 # pass alone, f32bwd=7 and 8; the dK/dV pass's group variants f32bwd=2..5), `verify` under the
 # exact rule, the four sanitizers, fuzzing; then the backward against the default (ffma's, "-"),
 # each pass alone and the variants (`flashref bench --backward`), and the float32 rows of the
-# goal's table against the memory-efficient kernel. Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test
-# cuda_family_test cuda_backend_contract_test cuda_determinism_test cuda_large_problems_test"
+# goal's table against the memory-efficient kernel. Here: FLASHREF_DEVICE_TESTS=
+# "cuda_awkward_shapes_test cuda_properties_test cuda_family_test cuda_determinism_test"
 # scripts/device-build; there: bash bench/results/2026-12-04-h200-run34a/call.sh, carrying .device.
 set -u
 cd "$(dirname "$0")/../../.."
