@@ -1,12 +1,13 @@
 // The dK/dV pass of exact float32's backward on Hopper (the sm90_3xtf32 family): Algorithm 2's
 // lines 10-17 but dQ's, for one key tile, as 3xTF32 on TF32 wgmma, judged by the exact float32
-// rule as the FFMA kernels are. The dQ pass is the ffma family's (kernels/ffma/bwd.cuh).
+// rule as the FFMA kernels are. Its mirror, the dQ pass, is bwd_dq_3xtf32.cuh (or the ffma
+// family's, kernels/ffma/bwd.cuh; kernels/sm90/launch.cuh chooses).
 //
 // TF32 wgmma reads its shared-memory operands K-major only, so a product that reduces over the
 // queries (dV_j += P^T dO_i, dK_j += dS^T Q_i) would need dO_i and Q_i transposed and split in
 // shared memory: twice the room of the raw tiles. Instead the block keeps its key tile's halves
 // still, computes the gradients transposed, and takes the query tiles as A operands from
-// registers, read from the raw tiles and split there (tf32_tiles.cuh):
+// registers, read from the raw tiles and split there (bwd_3xtf32_steps.cuh):
 //   S = Q_i K_j^T          A = Q_i's rows;           B = K_j's halves (made once per block)
 //   dP = dO_i V_j^T        A = dO_i's rows;          B = V_j's halves, laid out as K_j's
 //   dV_j^T += dO_i^T P     A = dO_i read transposed; B = P^T's halves, written by the consumers
@@ -14,8 +15,8 @@
 // A thread's rows g and g + 8 of a transposed A are head-dim columns 2g and 2g + 1 of its warp's
 // 16, so that its two values of a query are one 8-byte load; the epilogue writes them back so.
 // Every product sums its three terms per k-step (small ones first) in an accumulator started
-// from zero, in groups of 32 reduction indices, and adds each group to its float32 result with
-// an FADD, as fwd_3xtf32.cuh does and for its reason (the tensor cores' sums truncate).
+// from zero, in groups of the traits' sizes, and adds each group to its float32 result with an
+// FADD, as fwd_3xtf32.cuh does and for its reason (the tensor cores' sums truncate).
 //
 // Block: warpgroup 0 loads (one thread: Q_i, dO_i by the TMA, L_i and D_i by bulk copies, two
 // stages); warpgroup 1 computes. At d = 128 shared memory holds K_j's and V_j's halves (64 KB),
@@ -61,7 +62,7 @@ struct BwdDkv3xTf32Traits {
   // stage L_i, D_i (last, so that every tile starts on a swizzle atom).
   static constexpr int kTileBytes =
       4 * kHalfBytes + kStages * 2 * kRawBytes + 4 * kGradHalfBytes + kStages * 2 * kVecBytes;
-  // K_j and V_j raw; per stage full and empty.
+  // Barriers: K_j's and V_j's raw tiles; per stage full and empty.
   static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (1 + 2 * kStages);
   static constexpr Tf32Split kSplit = Tf32Split::rounded_finite;
   // Two groups of each product are in flight, each with its A fragments live: at d = 128,

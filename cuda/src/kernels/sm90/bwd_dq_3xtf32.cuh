@@ -41,7 +41,7 @@ struct BwdDq3xTf32Traits {
   static constexpr int kGradHalfBytes = kBlockM * kBlockN * 4;  // a half of dS
   // Q big, Q small, dO big, dO small; per stage K_j, V_j; dS big, small.
   static constexpr int kTileBytes = 4 * kHalfBytes + kStages * 2 * kRawBytes + 2 * kGradHalfBytes;
-  // Q_i and dO_i raw; per stage full and empty.
+  // Barriers: Q_i's and dO_i's raw tiles; per stage full and empty.
   static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (1 + 2 * kStages);
   static constexpr Tf32Split kSplit = Tf32Split::rounded_finite;
   // The k-steps of a group summed from zero, in S^T and dP^T (of the head dim) and in dQ^T (of
