@@ -42,6 +42,9 @@ for tool in racecheck synccheck memcheck initcheck; do
   step $tool-64 90 compute-sanitizer --tool $tool --error-exitcode 9 $V --shape 1,2,300,500,64 --mask none
 done
 step fuzz-f32 15 $fr fuzz --backend cuda --dtype f32 --seconds 10 --max-seq 2100 --seed $(date +%s)
+# The new kernels' SASS: HGMMA present, no local-memory traffic (LDL/STL).
+OUT=$OUT bash scripts/device-run sass > $OUT/device-run-sass.log 2>&1
+grep -E 'bwd_(dq|dkdv)_3xtf32' $OUT/sass.txt | sed 's/  */ /g' | cut -c1-220
 unset FLASHREF_CUDA_TUNE
 one() {
   local tune=$1 label=$2; shift 2
