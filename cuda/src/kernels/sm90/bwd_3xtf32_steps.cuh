@@ -9,6 +9,8 @@
 // groups, and each group is added to its float32 result with an FADD (fwd_3xtf32.cuh says why).
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "kernels/common/args.hpp"
@@ -18,6 +20,63 @@
 #include "kernels/sm90/wgmma.cuh"
 
 namespace flashref::cuda::kernels::sm90 {
+
+// The barriers of a pass, 8 bytes apart from `bar`: the still tiles' (one TMA arrival), then per
+// stage "full" (one arrival, the loads' bytes) and "empty" (the 128 consumer threads).
+__device__ __forceinline__ uint32_t bar_full_of(uint32_t bar, int st) {
+  return bar + 8 * (1 + st);
+}
+template <int kStages>
+__device__ __forceinline__ uint32_t bar_empty_of(uint32_t bar, int st) {
+  return bar + 8 * (1 + kStages + st);
+}
+template <int kStages>
+__device__ __forceinline__ void init_pass_barriers(uint32_t bar) {
+  mbar_init(bar, 1);
+  for (int st = 0; st < kStages; ++st) {
+    mbar_init(bar_full_of(bar, st), 1);
+    mbar_init(bar_empty_of<kStages>(bar, st), 128);
+  }
+  mbar_init_fence();
+}
+
+// Two kRows x kD float32 tiles at the same (row, head, batch) of two tensor maps (Q_i and dO_i,
+// or K_j and V_j) into shared memory at dst_a and dst_b, one TMA box per 32-column block,
+// completing on `bar`.
+template <int kRows, int kD>
+__device__ __forceinline__ void tma_load_f32_pair(uint32_t dst_a, const CUtensorMap* map_a,
+                                                  uint32_t dst_b, const CUtensorMap* map_b,
+                                                  uint32_t bar, int row, int head, int batch) {
+#pragma unroll
+  for (int cb = 0; cb < kD / kF32BlockCols; ++cb) {
+    const uint32_t off = cb * (kRows * kSwizzleBytes);
+    tma_load_4d(dst_a + off, map_a, bar, cb * kF32BlockCols, row, head, batch);
+    tma_load_4d(dst_b + off, map_b, bar, cb * kF32BlockCols, row, head, batch);
+  }
+}
+
+// The pass's still tiles (kRows x kD each, two of them: K_j and V_j, or Q_i and dO_i), landed raw
+// at raw_a and raw_b (a stage's tiles, free until the caller's __syncthreads) on `bar`, and split
+// by the block's threads into their halves (split_k_major_tile), ready for wgmma.
+template <int kRows, int kD, Tf32Split kSplit, int kThreads>
+__device__ __forceinline__ void split_still_tiles(uint32_t bar, uint32_t raw_a, uint32_t big_a,
+                                                  uint32_t small_a, uint32_t raw_b, uint32_t big_b,
+                                                  uint32_t small_b, int tid) {
+  mbar_wait(bar, 0);
+  split_k_major_tile<kRows, kD, kSplit>(raw_a, big_a, small_a, tid, kThreads);
+  split_k_major_tile<kRows, kD, kSplit>(raw_b, big_b, small_b, tid, kThreads);
+  fence_proxy_async_shared();  // the halves are read by wgmma (the async proxy)
+}
+
+// The loading thread's walk: steps 1 .. steps - 1 (step 0 loads with the still tiles), each
+// once the consumers have freed its stage.
+template <int kStages, typename LoadStep>
+__device__ __forceinline__ void load_steps(uint32_t bar, int steps, const LoadStep& load_step) {
+  for (int it = 1; it < steps; ++it) {
+    mbar_wait(bar_empty_of<kStages>(bar, it % kStages), ((it / kStages) & 1) ^ 1);
+    load_step(it);
+  }
+}
 
 // The split A fragment of k-step ks of a product that reduces over a raw tile's rows, the tile
 // read transposed (dO_i^T in dV_j^T += dO_i^T P; the tile has kRows rows): A rows g and g + 8

@@ -96,8 +96,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto sL = [&](int st) { return sPBig + 4 * kGrad + st * 2 * kVec; };
   auto sDsum = [&](int st) { return sL(st) + kVec; };
   const uint32_t bar_kv = base + T::kTileBytes;
-  auto bar_full = [&](int st) { return bar_kv + 8 * (1 + st); };
-  auto bar_empty = [&](int st) { return bar_kv + 8 * (1 + kStages + st); };
+  auto bar_full = [&](int st) { return bar_full_of(bar_kv, st); };
 
   const KeyTileSchedule<kBlockM, kBlockN> tile(args);
   const int m_tiles = ceil_div(args.S_q, kBlockM);
@@ -108,14 +107,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto row0_of = [&](int it) { return (m_begin + it % per_head) * kBlockM; };
 
   const int tid = threadIdx.x, wg = tid / 128;
-  if (tid == 0) {
-    mbar_init(bar_kv, 1);
-    for (int st = 0; st < kStages; ++st) {
-      mbar_init(bar_full(st), 1);
-      mbar_init(bar_empty(st), 128);
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) init_pass_barriers<kStages>(bar_kv);
   __syncthreads();
 
   // Alg. 2 line 10: Q_i, dO_i, L_i (the natural-log L, +inf past S_q), D_i of step `it`.
@@ -123,13 +115,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const int st = it % kStages, h = head_of(it), m0 = row0_of(it);
     const int64_t ws = (static_cast<int64_t>(tile.b) * args.H + h) * args.S_q_pad + m0;
     mbar_expect_tx(bar_full(st), 2 * kRaw + 2 * kVec);
-#pragma unroll
-    for (int cb = 0; cb < kD / kF32BlockCols; ++cb) {
-      tma_load_4d(sQ(st) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_full(st),
-                  cb * kF32BlockCols, m0, h, tile.b);
-      tma_load_4d(sdO(st) + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_full(st),
-                  cb * kF32BlockCols, m0, h, tile.b);
-    }
+    tma_load_f32_pair<kBlockM, kD>(sQ(st), &tmap_q, sdO(st), &tmap_do, bar_full(st), m0, h, tile.b);
     bulk_load(sL(st), args.lse2 + ws, kVec, bar_full(st));
     bulk_load(sDsum(st), args.dsum + ws, kVec, bar_full(st));
   };
@@ -139,29 +125,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (total > 0) {
     if (tid == 0) {
       mbar_expect_tx(bar_kv, 2 * kHalf);
-#pragma unroll
-      for (int cb = 0; cb < kD / kF32BlockCols; ++cb) {
-        tma_load_4d(sQ(1) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_kv, cb * kF32BlockCols,
-                    tile.n0, tile.h_kv, tile.b);
-        tma_load_4d(sdO(1) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_kv, cb * kF32BlockCols,
-                    tile.n0, tile.h_kv, tile.b);
-      }
+      tma_load_f32_pair<kBlockN, kD>(sQ(1), &tmap_k, sdO(1), &tmap_v, bar_kv, tile.n0, tile.h_kv,
+                                     tile.b);
       load_step(0);
     }
-    mbar_wait(bar_kv, 0);
-    split_k_major_tile<kBlockN, kD, T::kSplit>(sQ(1), sKBig, sKSmall, tid, T::kThreads);
-    split_k_major_tile<kBlockN, kD, T::kSplit>(sdO(1), sVBig, sVSmall, tid, T::kThreads);
-    fence_proxy_async_shared();  // the halves are read by wgmma (the async proxy)
+    split_still_tiles<kBlockN, kD, T::kSplit, T::kThreads>(bar_kv, sQ(1), sKBig, sKSmall, sdO(1),
+                                                           sVBig, sVSmall, tid);
   }
   __syncthreads();  // the halves are written; stage 1 is free
 
   if (wg == 0) {
-    if (tid == 0)
-      for (int it = 1; it < total; ++it) {
-        const int st = it % kStages;
-        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
-        load_step(it);
-      }
+    if (tid == 0) load_steps<kStages>(bar_kv, total, load_step);
     return;
   }
 
@@ -261,7 +235,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kN; ++i) acc[i] += part[i];
         });
-    mbar_arrive(bar_empty(st));  // Q_i and dO_i are read
+    mbar_arrive(bar_empty_of<kStages>(bar_kv, st));  // Q_i and dO_i are read
   };
 
   // Each head's walk starts with its special steps (the single-key row's tile crosses the

@@ -72,35 +72,22 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto sV = [&](int st) { return sK(st) + kRaw; };
   const uint32_t sdSBig = base + 4 * kHalf + kStages * 2 * kRaw, sdSSmall = sdSBig + kGrad;
   const uint32_t bar_q = base + T::kTileBytes;
-  auto bar_full = [&](int st) { return bar_q + 8 * (1 + st); };
-  auto bar_empty = [&](int st) { return bar_q + 8 * (1 + kStages + st); };
+  auto bar_full = [&](int st) { return bar_full_of(bar_q, st); };
 
   const QueryTileSchedule<kBlockM, kBlockN> tile(args);
   const int n_blocks = ceil_div(args.S_k, kBlockN);
   const int n_end = args.causal ? tile.causal_key_tiles_end(args, n_blocks) : n_blocks;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  if (tid == 0) {
-    mbar_init(bar_q, 1);
-    for (int st = 0; st < kStages; ++st) {
-      mbar_init(bar_full(st), 1);
-      mbar_init(bar_empty(st), 128);
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) init_pass_barriers<kStages>(bar_q);
   __syncthreads();
 
   // Alg. 2 line 8 (the order of the dQ pass): K_j and V_j of step `it`, key tile n_end - 1 - it.
   auto load_step = [&](int it) {
     const int st = it % kStages, n0 = (n_end - 1 - it) * kBlockN;
     mbar_expect_tx(bar_full(st), 2 * kRaw);
-#pragma unroll
-    for (int cb = 0; cb < kD / kF32BlockCols; ++cb) {
-      tma_load_4d(sK(st) + cb * (kBlockN * kSwizzleBytes), &tmap_k, bar_full(st),
-                  cb * kF32BlockCols, n0, tile.h_kv, tile.b);
-      tma_load_4d(sV(st) + cb * (kBlockN * kSwizzleBytes), &tmap_v, bar_full(st),
-                  cb * kF32BlockCols, n0, tile.h_kv, tile.b);
-    }
+    tma_load_f32_pair<kBlockN, kD>(sK(st), &tmap_k, sV(st), &tmap_v, bar_full(st), n0, tile.h_kv,
+                                   tile.b);
   };
 
   // Q_i and dO_i, landed raw in stage 1's tiles and split by every thread into their halves,
@@ -108,29 +95,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (n_end > 0) {
     if (tid == 0) {
       mbar_expect_tx(bar_q, 2 * kHalf);
-#pragma unroll
-      for (int cb = 0; cb < kD / kF32BlockCols; ++cb) {
-        tma_load_4d(sK(1) + cb * (kBlockM * kSwizzleBytes), &tmap_q, bar_q, cb * kF32BlockCols,
-                    tile.row0, tile.h, tile.b);
-        tma_load_4d(sV(1) + cb * (kBlockM * kSwizzleBytes), &tmap_do, bar_q, cb * kF32BlockCols,
-                    tile.row0, tile.h, tile.b);
-      }
+      tma_load_f32_pair<kBlockM, kD>(sK(1), &tmap_q, sV(1), &tmap_do, bar_q, tile.row0, tile.h,
+                                     tile.b);
       load_step(0);
     }
-    mbar_wait(bar_q, 0);
-    split_k_major_tile<kBlockM, kD, T::kSplit>(sK(1), sQBig, sQSmall, tid, T::kThreads);
-    split_k_major_tile<kBlockM, kD, T::kSplit>(sV(1), sdOBig, sdOSmall, tid, T::kThreads);
-    fence_proxy_async_shared();  // the halves are read by wgmma (the async proxy)
+    split_still_tiles<kBlockM, kD, T::kSplit, T::kThreads>(bar_q, sK(1), sQBig, sQSmall, sV(1),
+                                                           sdOBig, sdOSmall, tid);
   }
   __syncthreads();  // the halves are written; stage 1 is free
 
   if (wg == 0) {
-    if (tid == 0)
-      for (int it = 1; it < n_end; ++it) {
-        const int st = it % kStages;
-        mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
-        load_step(it);
-      }
+    if (tid == 0) load_steps<kStages>(bar_q, n_end, load_step);
     return;
   }
 
@@ -225,7 +200,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kN; ++i) acc_dq[grp / kKGroups][i] += part[i];
         });
-    mbar_arrive(bar_empty(st));  // K_j and V_j are read
+    mbar_arrive(bar_empty_of<kStages>(bar_q, st));  // K_j and V_j are read
   };
 
   // The special steps come first: the last key tile is the partial one and the one that
