@@ -178,8 +178,7 @@ std::optional<DType> lse_dtype_that_fits(const Inputs& in, const Precision& prec
     if (!representable_in(cand, dt)) continue;
     const TensorReport r =
         judge(TensorId::L, p, cand, j.baseline_forward.at(TensorId::L), in.gold.at(TensorId::L),
-              in.noise.max_sigma(TensorId::L), in.tile_q, dt,
-              in.sums.max_magnitude(TensorId::L));
+              in.noise.max_sigma(TensorId::L), in.tile_q, dt, in.sums.max_magnitude(TensorId::L));
     if (!r.rule.pass) continue;
     const double step = rounding_step(dt, r.candidate.max_abs_gold);
     finding.code = "lse_low_precision";
@@ -225,8 +224,8 @@ bool tf32_fits(const Inputs& in, const Precision& precision, const std::vector<T
   bool truncated = false;
   if (!fits(*j)) {
     const ProblemData data = with_inputs_truncated_to_tf32(in.data);
-    const Inputs with_truncated{data,          in.candidate, in.gold,  in.noise,   in.noise_tf32,
-                                in.sums,       in.tile_q,    in.tile_k, in.backward};
+    const Inputs with_truncated{data,    in.candidate, in.gold,   in.noise,   in.noise_tf32,
+                                in.sums, in.tile_q,    in.tile_k, in.backward};
     j = judge_in(with_truncated, tf32);
     if (!fits(*j)) return false;
     truncated = true;
@@ -276,6 +275,7 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
                             std::int64_t tile_q, std::int64_t tile_k, const Precision& precision) {
   const Problem& p = data.problem;
   validate(p);
+  validate(precision);
   const bool backward =
       candidate.has(TensorId::dQ) || candidate.has(TensorId::dK) || candidate.has(TensorId::dV);
   if (backward && data.dO.empty()) {
@@ -285,9 +285,12 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
   require_canonical_shapes(candidate, p, "candidate");
 
   const TensorSet gold = compute_gold(data, backward);
-  // With the 16-bit dtypes' rounding of P~ and dS as the products' operands.
+  // With the 16-bit dtypes' rounding of P~ and dS as the products' operands, and under
+  // --three-tf32 each float32 product's own error.
+  const double product_sigma =
+      precision.three_tf32 && p.dtype == DType::f32 ? kThreeTf32ProductSigma : 0.0;
   const ScoreNoise noise =
-      score_rounding_noise(data, backward, product_operand_rounding(p.dtype, false));
+      score_rounding_noise(data, backward, product_operand_rounding(p.dtype, false), product_sigma);
   // TF32's extra noise term (float32 inputs only): when TF32 is asked for, or tried below.
   std::optional<ScoreNoise> noise_tf32;
   const auto tf32_noise = [&]() -> const ScoreNoise* {
@@ -305,8 +308,8 @@ CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
     // TF32 has two conversions in practice (see truncated_to_tf32): a candidate that fails
     // against operands rounded to nearest is judged against truncated ones, by the same rule.
     const ProblemData truncated = with_inputs_truncated_to_tf32(data);
-    const Inputs with_truncated{truncated,     candidate, gold,   noise, in.noise_tf32,
-                                sums,          tile_q,    tile_k, backward};
+    const Inputs with_truncated{truncated, candidate, gold,   noise,   in.noise_tf32,
+                                sums,      tile_q,    tile_k, backward};
     Judgement t = judge_in(with_truncated, precision);
     if (t.passed()) j = std::move(t);
   }

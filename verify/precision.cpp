@@ -18,11 +18,24 @@ bool tf32_applies(const Precision& pr, const Problem& p) {
   return pr.allow_tf32 && p.dtype == DType::f32;
 }
 
+bool three_tf32_applies(const Precision& pr, const Problem& p) {
+  return pr.three_tf32 && p.dtype == DType::f32;
+}
+
 }  // namespace
 
+void validate(const Precision& pr) {
+  if (pr.three_tf32 && pr.allow_tf32) {
+    throw InvalidArgument("--three-tf32",
+                          "names 3xTF32 products and --allow-tf32 names TF32 products: give one "
+                          "(3xTF32 is float32-accurate, TF32 about 1000 times less)");
+  }
+}
+
 std::string describe(const Precision& pr, const Problem& p) {
-  std::string products =
-      tf32_applies(pr, p) ? "TF32 (--allow-tf32)" : std::string(dtype_name(p.dtype)) + " inputs";
+  std::string products = tf32_applies(pr, p)         ? "TF32 (--allow-tf32)"
+                         : three_tf32_applies(pr, p) ? "3xTF32 (--three-tf32)"
+                                                     : std::string(dtype_name(p.dtype)) + " inputs";
   return "products " + products + ", L " + std::string(dtype_name(pr.lse_dtype)) + ", gradients " +
          std::string(dtype_name(p.grad_dtype));
 }
@@ -30,7 +43,10 @@ std::string describe(const Precision& pr, const Problem& p) {
 nlohmann::json to_json(const Precision& pr, const Problem& p) {
   return {{"allow_tf32", pr.allow_tf32},
           {"tf32_applies", tf32_applies(pr, p)},
-          {"products", tf32_applies(pr, p) ? "tf32" : std::string(dtype_name(p.dtype))},
+          {"three_tf32", pr.three_tf32},
+          {"products", tf32_applies(pr, p)         ? "tf32"
+                       : three_tf32_applies(pr, p) ? "3xtf32"
+                                                   : std::string(dtype_name(p.dtype))},
           {"lse_dtype", std::string(dtype_name(pr.lse_dtype))},
           {"grad_dtype", std::string(dtype_name(p.grad_dtype))}};
 }

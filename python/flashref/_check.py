@@ -50,11 +50,20 @@ def _precision(allow_tf32: bool, lse_dtype: Any) -> Tuple[bool, str]:
     return allow_tf32, "f32" if lse_dtype is None else dtype_name(lse_dtype, "lse_dtype")
 
 
+def _three_tf32(three_tf32: bool, allow_tf32: bool) -> bool:
+    if not isinstance(three_tf32, bool):
+        raise TypeError(f"three_tf32: must be a bool, got {three_tf32!r}")
+    if three_tf32 and allow_tf32:
+        raise ValueError("three_tf32: names 3xTF32 products and allow_tf32 names TF32 products: "
+                         "give one (3xTF32 is float32-accurate, TF32 about 1000 times less)")
+    return three_tf32
+
+
 def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = None,
           dq: Any = None, dk: Any = None, dv: Any = None, mask: str = "none",
           scale: Optional[float] = None, dtype: Any = None, allow_tf32: bool = False,
           lse_dtype: Any = None, grad_dtype: Any = None, tile: Tile = None, states: Any = None,
-          select: Select = None) -> Report:
+          select: Select = None, three_tf32: bool = False) -> Report:
     """Judges a kernel's outputs (o, lse) and gradients (dq, dk, dv, given do) against the
     float64 gold under flashref's rule, and diagnoses what failed.
 
@@ -63,7 +72,9 @@ def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = N
     or (B, H, S_q). mask: 'none', 'causal' (top-left, PyTorch's is_causal) or
     'causal-bottom-right'. scale: default 1/sqrt(d). dtype: what the kernel computed in (default
     q's). allow_tf32: the kernel's float32 products take TF32 inputs (Triton's tl.dot default).
-    lse_dtype: the dtype L was stored in. grad_dtype: the gradients' dtype (default dtype).
+    three_tf32: its float32 products are 3xTF32, each operand split into two TF32 halves
+    (CUTLASS's FastF32, PyTorch's memory-efficient kernel, Triton's input_precision="tf32x3"):
+    judged as float32 with each product's own error in the floor. lse_dtype: the dtype L was stored in. grad_dtype: the gradients' dtype (default dtype).
     tile: the kernel's (B_q, B_k), to place the worst elements in its tiles.
 
     states: the kernel's per-step states, judged step by step to find the first step where it
@@ -78,6 +89,7 @@ def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = N
     layout = Layout(q)
     args = problem_args(mask, scale, dtype, grad_dtype)
     allow_tf32, lse_name = _precision(allow_tf32, lse_dtype)
+    three_tf32 = _three_tf32(three_tf32, allow_tf32)
     # What `flashref check --states` refuses before reading anything.
     if states is not None:
         if tile is None:
@@ -85,6 +97,9 @@ def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = N
         if allow_tf32:
             raise ValueError("allow_tf32: the states are judged against the cpu mirror, which "
                              "has no TF32 products: drop allow_tf32=True or states=")
+        if three_tf32:
+            raise ValueError("three_tf32: the states are judged against the cpu mirror, whose "
+                             "products are float32: drop three_tf32=True or states=")
         states = states_arg(states)
     elif select is not None:
         raise ValueError("select: select= says which part of the problem states= holds: give "
@@ -99,7 +114,8 @@ def check(q: Any, k: Any, v: Any, *, o: Any = None, lse: Any = None, do: Any = N
         tensors["lse"] = layout.lse(lse)
     core = _core.check(layout.tensor(q, "q"), layout.tensor(k, "k"), layout.tensor(v, "v"),
                        tensors, None if do is None else layout.tensor(do, "do"), args,
-                       allow_tf32, lse_name, tile_q, tile_k, states, list(select_values))
+                       allow_tf32, three_tf32, lse_name, tile_q, tile_k, states,
+                       list(select_values))
     return Report(core)
 
 

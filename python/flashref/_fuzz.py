@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import dtype_name, is_torch
-from ._check import problem_args, tiles  # noqa: F401  (tiles: tile= parsing shared with check)
+from ._check import _three_tf32, problem_args, tiles  # noqa: F401  (tiles: tile= parsing shared with check)
 from ._report import Report
 
 _ALL_MASKS = ("none", "causal", "causal-bottom-right")
@@ -247,7 +247,8 @@ def _choose_layout(layout: Optional[str], calling: _Calling) -> str:
 class _Settings:
     """The keywords fuzz and check_function share, checked once."""
 
-    def __init__(self, fn: Any, array, device, layout, backward, tile, allow_tf32, lse_dtype):
+    def __init__(self, fn: Any, array, device, layout, backward, tile, allow_tf32, lse_dtype,
+                 three_tf32=False):
         self.calling = _Calling(fn)
         self.array = _choose_array(array, self.calling)
         self.device = _choose_device(device, self.array)
@@ -263,6 +264,7 @@ class _Settings:
         if not isinstance(allow_tf32, bool):
             raise TypeError(f"allow_tf32: must be a bool, got {allow_tf32!r}")
         self.allow_tf32 = allow_tf32
+        self.three_tf32 = _three_tf32(three_tf32, allow_tf32)
         self.lse_dtype = "f32" if lse_dtype is None else dtype_name(lse_dtype, "lse_dtype")
         self.runner = _Runner(self.calling, self.array, self.device, self.layout, self.backward)
 
@@ -275,6 +277,8 @@ class _Settings:
             parts.append(f"tile={self.tile!r}")
         if self.allow_tf32:
             parts.append("allow_tf32=True")
+        if self.three_tf32:
+            parts.append("three_tf32=True")
         if self.lse_dtype != "f32":
             parts.append(f"lse_dtype={self.lse_dtype!r}")
         if not self.backward and self.array == "torch":
@@ -311,7 +315,7 @@ def fuzz(fn: Any, *, seconds: Optional[float] = None, max_cases: Optional[int] =
          gqa: Optional[bool] = None, backward: bool = True, seed: Optional[int] = None,
          array: Optional[str] = None, device: Any = None, layout: Optional[str] = None,
          tile: Any = None, allow_tf32: bool = False, lse_dtype: Any = None,
-         progress: Optional[bool] = None) -> FuzzResult:
+         progress: Optional[bool] = None, three_tf32: bool = False) -> FuzzResult:
     """Judges fn on problems drawn by flashref's case generator (biased to awkward shapes:
     S = 1, S a multiple of the tile plus or minus one, S_q != S_k, odd d, GQA, fully masked
     rows, large inputs), until max_cases cases (default 100) or `seconds`, and shrinks the
@@ -324,9 +328,10 @@ def fuzz(fn: Any, *, seconds: Optional[float] = None, max_cases: Optional[int] =
     array: 'torch' (default when torch imports; tensors on `device`, gradients by autograd when
     backward) or 'numpy' (forward only). layout: 'bsd' (the course's (B, S, d); the default for
     a Function) or 'bhsd'. tile: fn's (B_q, B_k): sequence lengths are drawn around its
-    multiples. NotImplementedError from fn discards the case.
+    multiples. allow_tf32, three_tf32, lse_dtype: the precision fn was written for, as in check.
+    NotImplementedError from fn discards the case.
     """
-    s = _Settings(fn, array, device, layout, backward, tile, allow_tf32, lse_dtype)
+    s = _Settings(fn, array, device, layout, backward, tile, allow_tf32, lse_dtype, three_tf32)
     args = _core.FuzzArgs()
     if seconds is None and max_cases is None:
         max_cases = 100
@@ -375,6 +380,7 @@ def fuzz(fn: Any, *, seconds: Optional[float] = None, max_cases: Optional[int] =
     if s.tile is not None:
         args.tile_q, args.tile_k = s.tile
     args.allow_tf32 = s.allow_tf32
+    args.three_tf32 = s.three_tf32
     args.lse_dtype = s.lse_dtype
     show = progress if progress is not None else sys.stderr.isatty()
     out = _core.fuzz(s.runner, args, _progress_printer() if show else None)
@@ -399,12 +405,12 @@ def fuzz(fn: Any, *, seconds: Optional[float] = None, max_cases: Optional[int] =
 def check_function(fn: Any, case: Optional[Dict[str, Any]] = None, *, array: Optional[str] = None,
                    device: Any = None, layout: Optional[str] = None, backward: bool = True,
                    tile: Any = None, allow_tf32: bool = False, lse_dtype: Any = None,
-                   **problem: Any) -> Report:
+                   three_tf32: bool = False, **problem: Any) -> Report:
     """Judges fn on one problem: `case` (a fuzz counterexample, or a dict with B, H, H_kv, S_q,
     S_k, d, mask, dtype, scale, seed, large) and/or those keys as keywords (they override
     `case`). Inputs are flashref's seeded ones, the same a fuzz case of that seed gets; fn is
     called as fuzz calls it. fn's exceptions reach the caller."""
-    s = _Settings(fn, array, device, layout, backward, tile, allow_tf32, lse_dtype)
+    s = _Settings(fn, array, device, layout, backward, tile, allow_tf32, lse_dtype, three_tf32)
     merged: Dict[str, Any] = {"B": 1, "H": 1, "S_q": 128, "d": 64, "mask": "none", "dtype": "f32",
                               "seed": 0}
     if case is not None:
@@ -428,4 +434,5 @@ def check_function(fn: Any, case: Optional[Dict[str, Any]] = None, *, array: Opt
         raise ValueError(f"scale: fn takes no scale= argument, so only 1/sqrt(d) fits, got {scale!r}")
     merged["backward"] = s.backward and bool(merged.get("backward", True))
     tile_q, tile_k = s.tile if s.tile is not None else tiles(None)
-    return Report(_core.check_case(s.runner, merged, s.allow_tf32, s.lse_dtype, tile_q, tile_k))
+    return Report(_core.check_case(s.runner, merged, s.allow_tf32, s.three_tf32, s.lse_dtype,
+                                    tile_q, tile_k))

@@ -19,21 +19,23 @@
 namespace flashref::python {
 namespace {
 
-verify::Precision precision_of(bool allow_tf32, const std::string& lse_dtype) {
+verify::Precision precision_of(bool allow_tf32, bool three_tf32, const std::string& lse_dtype) {
   verify::Precision precision;
   precision.allow_tf32 = allow_tf32;
+  precision.three_tf32 = three_tf32;
   precision.lse_dtype = verify::parse_lse_dtype(lse_dtype, "lse_dtype");
   return precision;
 }
 
 // `states`: None, a dict of the states' arrays or a folder (states.hpp), in the tiles and the
 // selection given; Python has refused what `flashref check --states` refuses before any file
-// is read (states without tile, with allow_tf32; select without states).
+// is read (states without tile, with allow_tf32 or three_tf32; select without states).
 CheckReport check(const AnyArray& q, const AnyArray& k, const AnyArray& v, const nb::dict& tensors,
                   const std::optional<AnyArray>& dO, const ProblemArgs& args, bool allow_tf32,
-                  const std::string& lse_dtype, std::int64_t tile_q, std::int64_t tile_k,
-                  const nb::object& states, const std::vector<std::int64_t>& select) {
-  const verify::Precision precision = precision_of(allow_tf32, lse_dtype);
+                  bool three_tf32, const std::string& lse_dtype, std::int64_t tile_q,
+                  std::int64_t tile_k, const nb::object& states,
+                  const std::vector<std::int64_t>& select) {
+  const verify::Precision precision = precision_of(allow_tf32, three_tf32, lse_dtype);
   const verify::StatesGrid grid = states_grid(tile_q, tile_k, select);
   verify::ProblemData data = problem_data(q, k, v, dO, args);
   const verify::TensorSet candidate = candidate_set(tensors, data.problem);
@@ -82,7 +84,8 @@ nb::dict reference(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                                       verify::TensorId::dQ, verify::TensorId::dK,
                                       verify::TensorId::dV};
   for (std::size_t i = 0; i < 5; ++i) {
-    if (gold.has(ids[i])) gold_out[kCandidateNames[i]] = to_numpy(xt::xarray<double>(gold.at(ids[i])));
+    if (gold.has(ids[i]))
+      gold_out[kCandidateNames[i]] = to_numpy(xt::xarray<double>(gold.at(ids[i])));
     if (baseline.has(ids[i])) baseline_out[kCandidateNames[i]] = to_numpy_f32(baseline.at(ids[i]));
   }
   nb::dict out;
@@ -148,7 +151,8 @@ verify::TensorSet candidate_set(const nb::dict& tensors, const Problem& p) {
 }
 
 void bind_check(nb::module_& m) {
-  nb::class_<ProblemArgs>(m, "ProblemArgs", "The problem's keywords: mask, scale, dtype, grad_dtype.")
+  nb::class_<ProblemArgs>(m, "ProblemArgs",
+                          "The problem's keywords: mask, scale, dtype, grad_dtype.")
       .def(nb::init<>())
       .def_rw("mask", &ProblemArgs::mask)
       .def_rw("scale", &ProblemArgs::scale)
@@ -157,16 +161,21 @@ void bind_check(nb::module_& m) {
   nb::class_<CheckReport>(m, "CheckReport", "A judged candidate (flashref.Report wraps it).")
       .def_prop_ro("passed", &CheckReport::passed)
       .def("table", &CheckReport::table, "The report as `flashref check` prints it.")
-      .def("json", [](const CheckReport& r) { return r.json().dump(); },
-           "The report as `flashref check --json` prints it.");
-  m.def("finding_codes", [] {
+      .def(
+          "json", [](const CheckReport& r) { return r.json().dump(); },
+          "The report as `flashref check --json` prints it.");
+  m.def(
+      "finding_codes",
+      [] {
         std::vector<std::string> codes;
         for (std::string_view c : verify::diagnosis::kDiagnosisCodes) codes.emplace_back(c);
         return codes;
-      }, "The stable codes of the diagnosis' findings.");
+      },
+      "The stable codes of the diagnosis' findings.");
   m.def("check", &check, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tensors"),
-        nb::arg("do_").none(), nb::arg("args"), nb::arg("allow_tf32"), nb::arg("lse_dtype"),
-        nb::arg("tile_q"), nb::arg("tile_k"), nb::arg("states").none(), nb::arg("select"),
+        nb::arg("do_").none(), nb::arg("args"), nb::arg("allow_tf32"), nb::arg("three_tf32"),
+        nb::arg("lse_dtype"), nb::arg("tile_q"), nb::arg("tile_k"), nb::arg("states").none(),
+        nb::arg("select"),
         "Judges a candidate's tensors (canonical 4-D layout) and states against the gold.");
   m.def("reference", &reference, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("do_").none(),
         nb::arg("args"), nb::arg("allow_tf32"),

@@ -39,6 +39,7 @@ struct FuzzArgs {
   bool backward = true;
   int tile_q = 0, tile_k = 0;  // the kernel's B_q, B_k (0: unknown)
   bool allow_tf32 = false;
+  bool three_tf32 = false;
   std::string lse_dtype = "f32";
 };
 
@@ -99,16 +100,20 @@ verify::VerifyCase case_from_dict(const nb::dict& d) {
     p.S_q = nb::cast<std::int64_t>(get("S_q"));
     p.S_k = d.contains("S_k") ? nb::cast<std::int64_t>(d["S_k"]) : p.S_q;
     p.d = nb::cast<std::int64_t>(get("d"));
-    p.mask = parse_mask_arg(d.contains("mask") ? nb::cast<std::string>(d["mask"]) : "none", "case['mask']");
-    p.dtype = parse_dtype_arg(d.contains("dtype") ? nb::cast<std::string>(d["dtype"]) : "f32", "case['dtype']");
+    p.mask = parse_mask_arg(d.contains("mask") ? nb::cast<std::string>(d["mask"]) : "none",
+                            "case['mask']");
+    p.dtype = parse_dtype_arg(d.contains("dtype") ? nb::cast<std::string>(d["dtype"]) : "f32",
+                              "case['dtype']");
     p.grad_dtype = p.dtype;
-    p.scale = d.contains("scale") && !d["scale"].is_none() ? nb::cast<double>(d["scale"]) : default_scale(p.d);
+    p.scale = d.contains("scale") && !d["scale"].is_none() ? nb::cast<double>(d["scale"])
+                                                           : default_scale(p.d);
     c.seed = d.contains("seed") ? nb::cast<std::uint64_t>(d["seed"]) : 0;
     c.large = d.contains("large") && nb::cast<bool>(d["large"]);
     c.backward = !d.contains("backward") || nb::cast<bool>(d["backward"]);
   } catch (const nb::cast_error&) {
-    throw nb::type_error("case: B, H, H_kv, S_q, S_k, d, seed must be ints, scale a float, "
-                         "mask and dtype strings, large and backward bools");
+    throw nb::type_error(
+        "case: B, H, H_kv, S_q, S_k, d, seed must be ints, scale a float, "
+        "mask and dtype strings, large and backward bools");
   }
   try {
     validate(p);
@@ -129,9 +134,11 @@ verify::TensorSet run_candidate(const nb::callable& run, const verify::VerifyCas
 std::string failure_lines(const verify::CheckResult& r) {
   std::string out;
   for (const verify::TensorReport& t : r.tensors) {
-    if (!t.rule.pass) out += std::string(verify::tensor_name(t.tensor)) + ": " + t.rule.reason + "\n";
+    if (!t.rule.pass)
+      out += std::string(verify::tensor_name(t.tensor)) + ": " + t.rule.reason + "\n";
   }
-  for (const verify::diagnosis::Finding& f : r.diagnosis.findings) out += "[" + f.code + "] " + f.explanation + "\n";
+  for (const verify::diagnosis::Finding& f : r.diagnosis.findings)
+    out += "[" + f.code + "] " + f.explanation + "\n";
   return out;
 }
 
@@ -161,12 +168,16 @@ FuzzOutcome fuzz(const nb::callable& run, const FuzzArgs& args, const nb::object
   const verify::CaseBounds bounds = bounds_of(args);
   verify::Precision precision;
   precision.allow_tf32 = args.allow_tf32;
+  precision.three_tf32 = args.three_tf32;
   precision.lse_dtype = verify::parse_lse_dtype(args.lse_dtype, "lse_dtype");
+  verify::validate(precision);
   if (args.cases < 0) throw InvalidArgument("max_cases", "must be >= 0");
   if (!(args.seconds >= 0.0)) throw InvalidArgument("seconds", "must be >= 0");
-  if (args.max_seq < 1 || args.max_seq > 4096) throw InvalidArgument("max_seq", "must be in 1..4096");
+  if (args.max_seq < 1 || args.max_seq > 4096)
+    throw InvalidArgument("max_seq", "must be in 1..4096");
   for (std::int64_t d : args.head_dims) {
-    if (d < 1 || d > 256) throw InvalidArgument("head_dims", "each must be in 1..256, got " + std::to_string(d));
+    if (d < 1 || d > 256)
+      throw InvalidArgument("head_dims", "each must be in 1..256, got " + std::to_string(d));
   }
   // Where worst indices are placed: the kernel's tiles when given, else the cpu backend's.
   const std::int64_t report_tile_q = args.tile_q > 0 ? args.tile_q : 64;
@@ -201,7 +212,8 @@ FuzzOutcome fuzz(const nb::callable& run, const FuzzArgs& args, const nb::object
     }
     CheckReport report{c.problem, {}};
     try {
-      report.result = verify::check_candidate(data, candidate, report_tile_q, report_tile_k, precision);
+      report.result =
+          verify::check_candidate(data, candidate, report_tile_q, report_tile_k, precision);
     } catch (const std::exception& e) {
       // The judge refused what fn returned (a tensor of the wrong shape): fn is wrong here.
       outcome.report.reset();
@@ -262,11 +274,14 @@ FuzzOutcome fuzz(const nb::callable& run, const FuzzArgs& args, const nb::object
 // flashref.check_function on one case: run, then the judge. The function's exceptions reach
 // the caller.
 CheckReport check_case(const nb::callable& run, const nb::dict& case_, bool allow_tf32,
-                       const std::string& lse_dtype, std::int64_t tile_q, std::int64_t tile_k) {
+                       bool three_tf32, const std::string& lse_dtype, std::int64_t tile_q,
+                       std::int64_t tile_k) {
   verify::VerifyCase c = case_from_dict(case_);
   verify::Precision precision;
   precision.allow_tf32 = allow_tf32;
+  precision.three_tf32 = three_tf32;
   precision.lse_dtype = verify::parse_lse_dtype(lse_dtype, "lse_dtype");
+  verify::validate(precision);
   c.allow_tf32 = precision.allow_tf32;
   c.lse_dtype = precision.lse_dtype;
   if (tile_q < 1 || tile_k < 1) throw InvalidArgument("tile", "B_q and B_k must be >= 1");
@@ -303,8 +318,10 @@ void bind_fuzz(nb::module_& m) {
       .def_rw("tile_q", &FuzzArgs::tile_q)
       .def_rw("tile_k", &FuzzArgs::tile_k)
       .def_rw("allow_tf32", &FuzzArgs::allow_tf32)
+      .def_rw("three_tf32", &FuzzArgs::three_tf32)
       .def_rw("lse_dtype", &FuzzArgs::lse_dtype);
-  nb::class_<FuzzOutcome>(m, "FuzzOutcome", "What the C++ fuzz driver found (flashref.FuzzResult wraps it).")
+  nb::class_<FuzzOutcome>(m, "FuzzOutcome",
+                          "What the C++ fuzz driver found (flashref.FuzzResult wraps it).")
       .def_ro("passed", &FuzzOutcome::passed)
       .def_ro("cases", &FuzzOutcome::cases)
       .def_ro("unsupported", &FuzzOutcome::unsupported)
@@ -321,12 +338,15 @@ void bind_fuzz(nb::module_& m) {
                    })
       .def_ro("report", &FuzzOutcome::report);
   m.def("check_case", &check_case, nb::arg("run"), nb::arg("case"), nb::arg("allow_tf32"),
-        nb::arg("lse_dtype"), nb::arg("tile_q"), nb::arg("tile_k"),
+        nb::arg("three_tf32"), nb::arg("lse_dtype"), nb::arg("tile_q"), nb::arg("tile_k"),
         "Generates the case's inputs, calls run(case, inputs) and judges what it returns.");
-  m.def("case_inputs", [](const nb::dict& case_) {
+  m.def(
+      "case_inputs",
+      [](const nb::dict& case_) {
         const verify::VerifyCase c = case_from_dict(case_);
         return input_dict(verify::make_problem_data(c.problem, verify::input_options(c)));
-      }, nb::arg("case"), "The case's inputs (q, k, v, do) as float32 arrays, (B, H, S, d).");
+      },
+      nb::arg("case"), "The case's inputs (q, k, v, do) as float32 arrays, (B, H, S, d).");
   m.def("fuzz", &fuzz, nb::arg("run"), nb::arg("args"), nb::arg("progress").none(),
         "Draws cases, calls run(case, inputs) on each, judges what it returns, shrinks the "
         "first failure.");

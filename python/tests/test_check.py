@@ -2,6 +2,7 @@
 through a small numpy kernel with that mistake (kernels.py) and found."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -133,6 +134,58 @@ def test_tf32_and_low_precision_lse_pass_in_the_precision_they_name():
     assert flashref.check(q, k, v, o=o, lse=lse, allow_tf32=True).passed
     q, k, v, do, o, lse = forward_case(mistakes=frozenset({"lse_low_precision"}))
     assert flashref.check(q, k, v, o=o, lse=lse, lse_dtype="float16").passed
+
+
+def _three_tf32_attention(q, k, v):
+    """Attention whose float32 products are 3xTF32 as CUTLASS's FastF32 makes them: each operand
+    split into big (truncated to TF32) and small (the rest, rounded to TF32), big small + small
+    big + big big, the small x small term dropped. One query head per key head, no mask."""
+    def split(x):
+        u = np.ascontiguousarray(x, dtype=F32).view(np.uint32)
+        big = (u & np.uint32(0xFFFFE000)).view(F32)
+        small = np.asarray(x, F32) - big
+        su = small.view(np.uint32)
+        small = ((su + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(F32)
+        return big, small
+
+    def product(a, b):  # a (n, c), b (c, m) -> (n, m), every term 3xTF32, summed in float32
+        ab, as_ = split(a)
+        bb, bs = split(b)
+        out = np.zeros((a.shape[0], b.shape[1]), F32)
+        for c in range(a.shape[1]):
+            term = (ab[:, c:c + 1] * bs[c:c + 1] + as_[:, c:c + 1] * bb[c:c + 1]).astype(F32)
+            out = (out + (term + ab[:, c:c + 1] * bb[c:c + 1]).astype(F32)).astype(F32)
+        return out
+
+    d = q.shape[-1]
+    o = np.zeros_like(q)
+    lse = np.zeros(q.shape[:-1], F32)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            s = product(q[b, h], k[b, h].T) * F32(1 / math.sqrt(d))
+            m = s.max(axis=1, keepdims=True)
+            p = np.exp(s - m).astype(F32)
+            l = p.sum(axis=1, keepdims=True, dtype=F32)
+            o[b, h] = product(p, v[b, h]) / l
+            lse[b, h] = (m + np.log(l))[:, 0]
+    return o, lse
+
+
+def test_a_3xtf32_kernel_passes_under_three_tf32():
+    # d = 2 with large scores: a score is one or two products, so each product's own error is
+    # the score's (docs/verification.md, "3xTF32 products").
+    q, k, v, _ = inputs(1, 2, 2, 40, 40, 2, seed=11)
+    q, k = q * F32(10), k * F32(10)
+    o, lse = _three_tf32_attention(q, k, v)
+    report = flashref.check(q, k, v, o=o, lse=lse, three_tf32=True)
+    assert report.passed, str(report)
+    assert report.findings == []
+    assert "3xTF32 (--three-tf32)" in str(report)
+    assert report.precision["products"] == "3xtf32"
+    # The mode widens the floor by the products' own errors: the same tensors sit further inside.
+    exact = flashref.check(q, k, v, o=o, lse=lse)
+    for name, t in report.tensors.items():
+        assert t.ratio < exact.tensors[name].ratio, (name, str(report), str(exact))
 
 
 BACKWARD_PLANTS = [

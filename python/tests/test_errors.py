@@ -30,6 +30,8 @@ def test_bad_check_arguments_name_themselves(case):
         (dict(q=q, k=k, v=v, o=o, dtype="f64"), ValueError, "dtype"),
         (dict(q=q, k=k, v=v, o=o, scale="x"), TypeError, "scale"),
         (dict(q=q, k=k, v=v, o=o, allow_tf32=1), TypeError, "allow_tf32"),
+        (dict(q=q, k=k, v=v, o=o, three_tf32=1), TypeError, "three_tf32"),
+        (dict(q=q, k=k, v=v, o=o, three_tf32=True, allow_tf32=True), ValueError, "three_tf32"),
         (dict(q=q.tolist(), k=k, v=v, o=o), ValueError, "q"),
         (dict(q=q, k=k.tolist(), v=v, o=o), TypeError, "k"),
         (dict(q=q, k=k.astype(np.float16), v=v, o=o), TypeError, "k"),

@@ -122,3 +122,19 @@ def test_float16_cases_hand_float16_arrays():
                            progress=False)
     assert result.passed, str(result)
     assert dtypes == {np.dtype(np.float16)}
+
+
+def test_three_tf32_reaches_the_judge_and_the_repro():
+    # Fuzzed as a 3xTF32 kernel: the judge takes the precision (the report says so), and a
+    # failing case's repro repeats it, so check_function judges the case as fuzz did.
+    result = flashref.fuzz(padded_keys, array="numpy", max_cases=200, seed=3, tile=TILE,
+                           three_tf32=True, progress=False)
+    assert not result.passed
+    assert result.report.precision["three_tf32"] is True, str(result.report)
+    assert "three_tf32=True" in result.repro
+    scope = {"padded_keys": padded_keys}
+    exec(result.repro.replace("print(report)", ""), scope)
+    assert scope["report"].precision["three_tf32"] is True
+    assert "key_padding_unmasked" in scope["report"].codes
+    with pytest.raises(ValueError, match="three_tf32"):
+        flashref.fuzz(correct, array="numpy", max_cases=1, three_tf32=True, allow_tf32=True)

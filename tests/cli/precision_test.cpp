@@ -1,7 +1,8 @@
 // The precision modes on the command line (issue 9): --allow-tf32 and --lse-dtype in check,
-// run, verify and fuzz, shown in the header and the JSON; bad values are exit-2 errors naming
-// the option; check names a TF32 kernel and a padded-key kernel from dumped tensors, and passes
-// the TF32 kernel under --allow-tf32.
+// run, verify and fuzz, and --three-tf32 in check, shown in the header and the JSON; bad values
+// are exit-2 errors naming the option; check names a TF32 kernel and a padded-key kernel from
+// dumped tensors, and passes the TF32 kernel under --allow-tf32 and a 3xTF32 one under
+// --three-tf32.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -84,6 +85,48 @@ TEST(CliPrecision, Tf32KernelIsNamedThenPassesUnderAllowTf32) {
   EXPECT_EQ(k.at("precision").at("products"), "tf32");
   const CliRun header = run_cli(args + " --allow-tf32");
   EXPECT_TRUE(contains(header.out, "precision: products TF32 (--allow-tf32)")) << header.out;
+}
+
+// --three-tf32: a 3xTF32 kernel (CUTLASS's split) passes and the report says the products were
+// judged as 3xTF32; a 3xTF32 kernel with a real mistake is still failed and named under it; and
+// with --allow-tf32, or with --states, it is an exit-2 error naming the option, before any
+// file is read.
+TEST(CliPrecision, ThreeTf32JudgesA3xTf32KernelAndStillNamesAMistake) {
+  ScratchDir dir;
+  corpus::Kernel k;
+  k.three_tf32 = true;
+  k.three_tf32_big_truncated = true;
+  const Problem p = make_problem(1, 2, 1, 100, 100, 3, Mask::causal_top_left, DType::f32);
+  const std::string args = dump(dir, p, k);
+  const CliRun pass = run_cli(args + " --three-tf32 --json");
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  const nlohmann::json j = nlohmann::json::parse(pass.out);
+  EXPECT_TRUE(j.at("findings").empty());
+  EXPECT_EQ(j.at("precision").at("products"), "3xtf32");
+  EXPECT_TRUE(j.at("precision").at("three_tf32").get<bool>());
+  const CliRun header = run_cli(args + " --three-tf32");
+  EXPECT_TRUE(contains(header.out, "precision: products 3xTF32 (--three-tf32)")) << header.out;
+
+  ScratchDir padded_dir;
+  corpus::Kernel padded = k;
+  padded.pad_keys_unmasked = true;
+  const Problem q = make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32);
+  const CliRun fail = run_cli(dump(padded_dir, q, padded) + " --three-tf32 --json");
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  const nlohmann::json f = nlohmann::json::parse(fail.out);
+  ASSERT_EQ(f.at("findings").size(), 1u) << fail.out;
+  EXPECT_EQ(f.at("findings")[0].at("code"), "key_padding_unmasked");
+
+  const std::string missing = " --q " + dir.file("none.npy") + " --k " + dir.file("none.npy") +
+                              " --v " + dir.file("none.npy") + " --o " + dir.file("none.npy");
+  for (const std::string& bad :
+       {"check --three-tf32 --allow-tf32" + missing,
+        "check --three-tf32 --tile 16,16 --states " + dir.file("s") + missing}) {
+    const CliRun r = run_cli(bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, "--three-tf32")) << r.err;
+    EXPECT_FALSE(contains(r.err, "none.npy")) << r.err;
+  }
 }
 
 TEST(CliPrecision, Bf16LseIsNamedThenPassesUnderLseDtype) {

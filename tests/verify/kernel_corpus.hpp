@@ -31,6 +31,8 @@ struct Kernel {
   // Float32 products made as 3xTF32 (three_tf32_product), as a tensor-core kernel's exact
   // float32 path makes them (PyTorch's memory-efficient kernel; dev/f32/README.md).
   bool three_tf32 = false;
+  // With three_tf32: the big halves truncated, as CUTLASS's FastF32 makes them; else rounded.
+  bool three_tf32_big_truncated = false;
   // Every add of the long sums (Q K^T over d, P~ V over the keys) truncated toward zero, as a
   // tensor core's float32 accumulator is when a kernel adds every mma step into it
   // (add_toward_zero; docs/verification.md, rounded_toward_zero).
@@ -47,9 +49,14 @@ struct Kernel {
 
 // x y as tensor cores make it from float32 operands each split into two TF32 values, big =
 // tf32(x) and small = tf32(x - big): big small + small big + big big, summed in float32, the
-// small x small term (about 2^-22 of the product) dropped.
-inline float three_tf32_product(float x, float y) {
-  const float xb = reference::round_to_tf32(x), yb = reference::round_to_tf32(y);
+// small x small term (about 2^-22 of the product) dropped. big is x rounded to nearest (PTX's
+// cvt.rna: flashref's kernels, Triton's tf32x3) or, with `big_truncated`, truncated (CUTLASS's
+// FastF32, whose products err twice as much: docs/verification.md, "3xTF32 products").
+inline float three_tf32_product(float x, float y, bool big_truncated = false) {
+  const auto big = [&](float a) {
+    return big_truncated ? reference::truncate_to_tf32(a) : reference::round_to_tf32(a);
+  };
+  const float xb = big(x), yb = big(y);
   const float xs = reference::round_to_tf32(x - xb), ys = reference::round_to_tf32(y - yb);
   return (xb * ys + xs * yb) + xb * yb;
 }
@@ -76,7 +83,7 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
     return k.tf32_truncates ? reference::truncate_to_tf32(x) : reference::round_to_tf32(x);
   };
   const auto mul = [&](float x, float y) {
-    return k.three_tf32 ? three_tf32_product(x, y) : op(x) * op(y);
+    return k.three_tf32 ? three_tf32_product(x, y, k.three_tf32_big_truncated) : op(x) * op(y);
   };
   const auto sum = [&](float a, float b) {
     return k.truncated_sums ? add_toward_zero(a, b) : a + b;

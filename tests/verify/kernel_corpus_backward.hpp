@@ -34,9 +34,10 @@ enum class ScaleSlip : std::uint8_t {
 };
 
 struct BackwardKernel {
-  std::int64_t tile_k = 32;        // B_k of the key loop (and of the dK/dV grid)
-  bool tf32 = false;               // tl.dot on float32 without input_precision="ieee"
-  bool three_tf32 = false;         // float32 products as 3xTF32 (kernel_corpus.hpp)
+  std::int64_t tile_k = 32;               // B_k of the key loop (and of the dK/dV grid)
+  bool tf32 = false;                      // tl.dot on float32 without input_precision="ieee"
+  bool three_tf32 = false;                // float32 products as 3xTF32 (kernel_corpus.hpp)
+  bool three_tf32_big_truncated = false;  // with three_tf32: CUTLASS's split (kernel_corpus.hpp)
   bool scale_in_ds = true;         // dS = P (dP - D) * scale before the dots (Triton style); else
                                    // dQ and dK are scaled once after their loops
   bool pad_keys_unmasked = false;  // last key tile loaded with zeros and never masked
@@ -61,7 +62,9 @@ inline verify::TensorSet run_backward(const verify::ProblemData& data,
     return k.tf32 ? reference::round_to_tf32(x) : x;
   };
   const auto mul = [&](float x, float y) {
-    return p.dtype == DType::f32 && k.three_tf32 ? three_tf32_product(x, y) : op(x) * op(y);
+    return p.dtype == DType::f32 && k.three_tf32
+               ? three_tf32_product(x, y, k.three_tf32_big_truncated)
+               : op(x) * op(y);
   };
   const xt::xarray<double>& O = forward.at(verify::TensorId::O);
   const xt::xarray<double>& L = forward.at(verify::TensorId::L);

@@ -427,6 +427,104 @@ TEST(ScoreNoise, Bf16AndF16OperandTermsMatchMonteCarlo) {
   check_operand_terms_against_monte_carlo(DType::f16, false);
 }
 
+// The 3xTF32 product terms (product_sigma r): what they add to the variances, against a Monte
+// Carlo that gives every product term of every matrix product its own error of size r (a random
+// sign), to first order: Q_ic K_jc in the scores and dO_ic V_jc in dP (through P, L and dS as
+// the score and dP - D terms go), and the terms P_ij V_jc of O, P_ij dO_ic of dV, dS_ij K_jc of
+// dQ and dS_ij Q_ic of dK directly. Every row's P~V term counts, one that sees one key too (its
+// P = 1 is exact, V's small half is not).
+TEST(ScoreNoise, ThreeTf32ProductTermsMatchMonteCarlo) {
+  const Problem p = make_problem(1, 2, 1, 6, 5, 7, Mask::causal_bottom_right);
+  InputOptions in;
+  in.seed = 7;
+  in.large = true;  // near one-hot rows: the product terms' case
+  const ProblemData data = make_problem_data(p, in);
+  const double r = kThreeTf32ProductSigma;
+  const ScoreNoise without = score_rounding_noise(data, true);
+  const ScoreNoise with = score_rounding_noise(data, true, {}, r);
+  const auto added = [](const auto& w, const auto& wo) {
+    return xt::eval(xt::sqrt(xt::maximum(w * w - wo * wo, 0.0)));
+  };
+
+  const X4 Q = data.q.to_double(), K = data.k.to_double(), V = data.v.to_double(),
+           dO = data.dO.to_double();
+  const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+  const std::size_t S_q = n(p.S_q), d = n(p.d);
+  std::mt19937_64 rng(8);
+  const auto theta = [&] { return (rng() & 1u) ? r : -r; };
+  X4 var_O = xt::zeros<double>(Q.shape()), var_dQ = var_O, var_dK = xt::zeros<double>(K.shape()),
+     var_dV = var_dK;
+  X3 var_L = xt::zeros<double>({n(p.B), n(p.H), S_q});
+  constexpr int kSamples = 2000;
+  for (int sample = 0; sample < kSamples; ++sample) {
+    X4 O = xt::zeros<double>(Q.shape()), dQ = O, dK = xt::zeros<double>(K.shape()), dV = dK;
+    X3 L = xt::zeros<double>(var_L.shape());
+    for (std::size_t h = 0; h < n(p.H); ++h)
+      for (std::size_t i = 0; i < S_q; ++i) {
+        const std::int64_t last = p.last_visible_key(static_cast<std::int64_t>(i));
+        if (last < 0) continue;
+        const std::size_t keys = n(last + 1);
+        // The exact row, and each score's and dP's first-order move from its products' errors.
+        std::vector<double> s(keys), P(keys), dP(keys), delta(keys), gamma(keys);
+        double m = -INFINITY, l = 0.0, D = 0.0;
+        for (std::size_t j = 0; j < keys; ++j) {
+          for (std::size_t c = 0; c < d; ++c) {
+            s[j] += p.scale * Q(0, h, i, c) * K(0, 0, j, c);
+            delta[j] += theta() * p.scale * Q(0, h, i, c) * K(0, 0, j, c);
+            dP[j] += dO(0, h, i, c) * V(0, 0, j, c);
+            gamma[j] += theta() * dO(0, h, i, c) * V(0, 0, j, c);
+          }
+          m = std::max(m, s[j]);
+        }
+        for (double x : s) l += std::exp(x - m);
+        std::vector<double> O_row(d);
+        for (std::size_t j = 0; j < keys; ++j) {
+          P[j] = std::exp(s[j] - m) / l;
+          D += P[j] * dP[j];
+          for (std::size_t c = 0; c < d; ++c) O_row[c] += P[j] * V(0, 0, j, c);
+        }
+        // Forward: L and O follow the scores (P_j moves by P_j (delta_j - dL)), and each P~V
+        // term errs by itself.
+        double dL = 0.0;
+        for (std::size_t j = 0; j < keys; ++j) dL += P[j] * delta[j];
+        L(0, h, i) = dL;
+        for (std::size_t j = 0; j < keys; ++j)
+          for (std::size_t c = 0; c < d; ++c)
+            O(0, h, i, c) +=
+                P[j] * delta[j] * (V(0, 0, j, c) - O_row[c]) + theta() * P[j] * V(0, 0, j, c);
+        // Backward from the unmoved L and D: P_j and dS_j scale by (1 + delta_j), dP_j - D
+        // moves by gamma_j, and each product term of dV, dQ, dK errs by itself.
+        for (std::size_t j = 0; j < keys; ++j) {
+          const double dS = P[j] * (dP[j] - D);
+          const double move_dS = dS * delta[j] + P[j] * gamma[j];
+          for (std::size_t c = 0; c < d; ++c) {
+            dV(0, 0, j, c) += P[j] * delta[j] * dO(0, h, i, c) + theta() * P[j] * dO(0, h, i, c);
+            dQ(0, h, i, c) += p.scale * (move_dS * K(0, 0, j, c) + theta() * dS * K(0, 0, j, c));
+            dK(0, 0, j, c) += p.scale * (move_dS * Q(0, h, i, c) + theta() * dS * Q(0, h, i, c));
+          }
+        }
+      }
+    var_O += O * O;
+    var_L += L * L;
+    var_dQ += dQ * dQ;
+    var_dK += dK * dK;
+    var_dV += dV * dV;
+  }
+  const auto mc = [&](const auto& v) { return xt::eval(xt::sqrt(v / kSamples)); };
+  EXPECT_GT(expect_matches("L (products)", X3(added(with.L, without.L)), X3(mc(var_L))), 8);
+  EXPECT_GT(expect_matches("O (products)", X4(added(with.O, without.O)), X4(mc(var_O))), 30);
+  EXPECT_GT(expect_matches("dV (products)", X4(added(with.dV, without.dV)), X4(mc(var_dV))), 15);
+  EXPECT_GT(expect_matches("dQ (products)", X4(added(with.dQ, without.dQ)), X4(mc(var_dQ))), 15);
+  EXPECT_GT(expect_matches("dK (products)", X4(added(with.dK, without.dK)), X4(mc(var_dK))), 8);
+}
+
+// The constant is the bound it is derived from (docs/verification.md, "3xTF32 products"): a
+// third of CUTLASS's split's largest error, 2^-19 of |x y| from the split and 2^-24 from the
+// sum's rounding, in float32 unit roundoffs 11.
+TEST(ScoreNoise, TheThreeTf32ProductSigmaIsAThirdOfTheSplitsBound) {
+  EXPECT_DOUBLE_EQ(3.0 * kThreeTf32ProductSigma / kFloat32UnitRoundoff, 33.0);
+}
+
 TEST(ScoreNoise, TheOperandFormats) {
   // Unit roundoffs 2^-p for p significant bits; the absolute floor is half the smallest
   // subnormal step, which only f16's narrow range makes matter (P~ < 6.1e-5).
@@ -444,7 +542,7 @@ TEST(ScoreNoise, TheOperandFormats) {
     EXPECT_LE(std::fabs(double(round_to(DType::f16, x)) - x), f16.half_step(x)) << x;
   }
   EXPECT_EQ(f16.half_step(1e-7), 0x1p-25);  // subnormal in f16: an absolute step
-  EXPECT_EQ(bf16.half_step(0.0), 0.0);       // 0 is exact in every format
+  EXPECT_EQ(bf16.half_step(0.0), 0.0);      // 0 is exact in every format
 }
 
 TEST(ScoreNoise, ForwardOnlyLeavesTheGradientsEmptyAndTheirMaximaZero) {

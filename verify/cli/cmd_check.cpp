@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "feasibility.hpp"
 #include "flashref/error.hpp"
 #include "flashref/verify/check.hpp"
 #include "flashref/verify/check_report.hpp"
 #include "flashref/verify/report.hpp"
-#include "feasibility.hpp"
 #include "npy_problem.hpp"
 #include "option_parsers.hpp"
 #include "states_files.hpp"
@@ -29,6 +29,7 @@ struct CheckSettings {
   std::string grad_dtype;
   std::string lse_dtype = "f32";
   bool allow_tf32 = false;
+  bool three_tf32 = false;
   bool json = false;
   std::string states, select;  // --states DIR, --select b,h[,i]
 };
@@ -46,21 +47,31 @@ int run_check(const CheckSettings& s) {
       throw InvalidArgument("--tile", "--states needs your kernel's tiles: give --tile B_q,B_k");
     }
     if (s.allow_tf32) {
-      throw InvalidArgument("--allow-tf32", "the states are judged against the cpu mirror, "
-                                            "which has no TF32 products: drop --allow-tf32 or "
-                                            "--states");
+      throw InvalidArgument("--allow-tf32",
+                            "the states are judged against the cpu mirror, "
+                            "which has no TF32 products: drop --allow-tf32 or "
+                            "--states");
+    }
+    if (s.three_tf32) {
+      throw InvalidArgument("--three-tf32",
+                            "the states are judged against the cpu mirror, "
+                            "whose products are float32: drop --three-tf32 or "
+                            "--states");
     }
     if (!s.select.empty()) parse_select(s.select, states_grid);
   } else if (!s.select.empty()) {
-    throw InvalidArgument("--select", "--select says which part of the problem --states holds: "
-                                      "give --states DIR");
+    throw InvalidArgument("--select",
+                          "--select says which part of the problem --states holds: "
+                          "give --states DIR");
   }
+  verify::Precision precision;
+  precision.allow_tf32 = s.allow_tf32;
+  precision.three_tf32 = s.three_tf32;
+  precision.lse_dtype = verify::parse_lse_dtype(s.lse_dtype);
+  verify::validate(precision);
   NpyProblem input = load_npy_problem(s.inputs);
   Problem& p = input.data.problem;
   if (grad_dtype) p.grad_dtype = *grad_dtype;
-  verify::Precision precision;
-  precision.allow_tf32 = s.allow_tf32;
-  precision.lse_dtype = verify::parse_lse_dtype(s.lse_dtype);
 
   if (input.data.dO.empty() && (!s.dq.empty() || !s.dk.empty() || !s.dv.empty())) {
     throw InvalidArgument("--do", "checking --dq, --dk or --dv needs --do, the gradient of O");
@@ -75,8 +86,9 @@ int run_check(const CheckSettings& s) {
     if (!path->empty()) candidate[id] = load_candidate(*path, id, p);
   }
   if (candidate.empty() && s.states.empty()) {
-    throw InvalidArgument("--o", "nothing to check: give --o (and --lse, --dq, --dk, --dv), or "
-                                 "--states DIR");
+    throw InvalidArgument("--o",
+                          "nothing to check: give --o (and --lse, --dq, --dk, --dv), or "
+                          "--states DIR");
   }
   std::optional<verify::StatesGrid> grid;
   std::optional<verify::StatesShape> shape;
@@ -90,8 +102,9 @@ int run_check(const CheckSettings& s) {
     forward_given = has_forward_states(s.states);
     backward_given = has_backward_states(s.states);
     if (backward_given && input.data.dO.empty()) {
-      throw InvalidArgument("--do", s.states + " holds backward states (D, P, dP, dS, dQ, dV, "
-                                    "dK): judging them needs --do, the gradient of O");
+      throw InvalidArgument("--do", s.states +
+                                        " holds backward states (D, P, dP, dS, dQ, dV, "
+                                        "dK): judging them needs --do, the gradient of O");
     }
     if (forward_given || !backward_given) {
       require_states_fit(p, *shape);
@@ -106,7 +119,8 @@ int run_check(const CheckSettings& s) {
   if (tile_k == 0) tile_k = kReportTile;
   // Before any work: the gold and the baseline must fit in memory (feasibility.hpp).
   MemoryNeed need = judge_need(p, !input.data.dO.empty(), 0);
-  if (forward_given) need.bytes += 8.0 * 8.0 * shape->elements();  // gold, sigmas, baseline, candidate
+  if (forward_given)
+    need.bytes += 8.0 * 8.0 * shape->elements();  // gold, sigmas, baseline, candidate
   // The backward's gold, its three floors, the baseline and the candidate.
   if (backward_given) need.bytes += 6.0 * 8.0 * shape->backward_elements();
   require_memory(s.inputs.q, p, need);
@@ -190,6 +204,10 @@ Command add_check_command(CLI::App& app) {
   sub->add_flag("--allow-tf32", settings->allow_tf32,
                 "the candidate's float32 products take TF32 inputs (Triton's tl.dot default): "
                 "judge it against the TF32 baseline");
+  sub->add_flag("--three-tf32", settings->three_tf32,
+                "the candidate's float32 products are 3xTF32 (each operand split into two TF32 "
+                "halves: CUTLASS's FastF32, PyTorch's memory-efficient kernel, Triton's "
+                "tf32x3): judge it as float32 with each product's own error in the floor");
   sub->add_option("--lse-dtype", settings->lse_dtype,
                   "precision the candidate stored L in: f32 (FlashAttention's), bf16 or f16; "
                   "L's floor follows it")

@@ -24,7 +24,8 @@ inline constexpr int kF32BlockCols = 32;  // float32 columns per 128-byte swizzl
 // How an operand's TF32 halves are made (kernels/common/tf32.cuh): big rounded to nearest and
 // clamped to TF32's largest finite value (any finite input; five instructions), rounded
 // unclamped (inputs below float32's largest less 2^-12 of it; three), or truncated (any finite
-// input; two, at twice the rounded pair's error).
+// input; two, at twice the rounded pair's error of the split; its products err 4.4 times the
+// rounded split's RMS and are biased toward zero: docs/verification.md, "3xTF32 products").
 // rounded_satfinite: the halves of rounded_finite from one conversion (two instructions).
 enum class Tf32Split { rounded_finite, rounded, truncated, rounded_satfinite };
 

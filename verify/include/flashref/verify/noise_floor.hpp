@@ -39,6 +39,16 @@ namespace flashref::verify {
 inline constexpr double kFloat32UnitRoundoff = 0x1p-24;
 // One TF32 unit roundoff (10 explicit mantissa bits, round to nearest).
 inline constexpr double kTf32UnitRoundoff = 0x1p-11;
+// The noise floor's standard deviation for the error of one float32 product x y made as 3xTF32
+// (x and y each split into a big TF32 half and a small one, big x small + small x big + big x
+// big, the small x small term dropped), relative to |x y|: the `--three-tf32` precision. A third
+// of the largest error such a product can have, so that the rule's three standard deviations
+// cover it even where one product is the whole sum (d = 1): with big truncated (CUTLASS's
+// FastF32, PyTorch's memory-efficient kernel) the three pieces are below 2^-21 + 2^-21 + 2^-20
+// of |x y| and the sum's rounding below 2^-24, so (2^-19 + 2^-24) / 3, 11 float32 unit
+// roundoffs; splits that round big to nearest (flashref's kernels, Triton's tf32x3) err less.
+// docs/verification.md, "3xTF32 products", derives it and gives the measured distributions.
+inline constexpr double kThreeTf32ProductSigma = (0x1p-19 + 0x1p-24) / 3.0;
 
 // How a product's operand format rounds: a relative error of at most `u` (one unit roundoff)
 // in its normal range, and an absolute one of at most `h` (half its smallest step) below it.
@@ -87,7 +97,11 @@ struct ScoreNoise {
 // backward and are not noise.
 // `operand` is the rule's product_operand_rounding(dtype, allow_tf32); the default, {}, leaves
 // the operand terms out: the noise of the float32 scores (and of dP - D) alone.
+// `product_sigma` r > 0 (kThreeTf32ProductSigma under --three-tf32) gives every product term of
+// every matrix product its own independent error of relative size r, beyond the sums' rounding: the
+// scores' eps_ij^2 += (r scale)^2 sum_c (Q_ic K_jc)^2, dP's likewise, and the terms of O, dV, dQ
+// and dK (docs/verification.md, "3xTF32 products"). 0 leaves them out.
 ScoreNoise score_rounding_noise(const ProblemData& data, bool backward,
-                                const OperandRounding& operand = {});
+                                const OperandRounding& operand = {}, double product_sigma = 0.0);
 
 }  // namespace flashref::verify
