@@ -30,8 +30,9 @@ std::string format_check(const Problem& p, const CheckResult& r) {
   for (const std::string& n : r.input_notes) o << "inputs:  " << n << "\n";
   o << "\n";
   o << pad("tensor", 7) << pad("max abs err", 12) << pad("baseline err", 13) << pad("k", 3)
-    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("+ cancel", 11) << pad("limit", 11)
-    << pad("ratio", 9) << pad("verdict", 8) << "rel L2     NaN/inf  worst (b,h,s,i) and tile\n";
+    << pad("floor", 11) << pad("= rounding", 11) << pad("+ noise", 11) << pad("+ cancel", 11)
+    << pad("limit", 11) << pad("ratio", 9) << pad("verdict", 8)
+    << "rel L2     NaN/inf  worst (b,h,s,i) and tile\n";
   for (const TensorReport& t : r.tensors) {
     const ErrorStats& s = t.candidate;
     char ratio[32];
@@ -44,14 +45,13 @@ std::string format_check(const Problem& p, const CheckResult& r) {
       << pad(sci(t.rule.baseline_err), 13) << pad(std::to_string(static_cast<int>(t.rule.k)), 3)
       << pad(sci(t.rule.floor), 11) << pad(sci(t.rule.floor_rounding), 11)
       << pad(sci(t.rule.floor_noise), 11) << pad(sci(t.rule.floor_cancellation), 11)
-      << pad(sci(t.rule.limit), 11) << pad(ratio, 9)
-      << pad(t.rule.pass ? "PASS" : "FAIL", 8) << pad(sci(s.rel_l2), 11)
-      << pad(std::to_string(s.nonfinite_mismatches()), 9) << worst.str() << "\n";
+      << pad(sci(t.rule.limit), 11) << pad(ratio, 9) << pad(t.rule.pass ? "PASS" : "FAIL", 8)
+      << pad(sci(s.rel_l2), 11) << pad(std::to_string(s.nonfinite_mismatches()), 9) << worst.str()
+      << "\n";
   }
   if (r.backward_inputs != BackwardInputs::none) {
     o << "gradients: "
-      << backward_inputs_text(r.backward_inputs, r.backward_inputs_reason, "the candidate")
-      << "\n";
+      << backward_inputs_text(r.backward_inputs, r.backward_inputs_reason, "the candidate") << "\n";
   }
   for (const TensorReport& t : r.tensors) {
     if (!t.rule.pass) o << "  " << tensor_name(t.tensor) << ": " << t.rule.reason << "\n";
@@ -72,6 +72,7 @@ std::string format_check(const Problem& p, const CheckResult& r) {
       o << "  lead (" << tensor_name(l.tensor) << "): " << l.summary << "\n";
     }
     if (!r.diagnosis.scope_note.empty()) o << "  (" << r.diagnosis.scope_note << ")\n";
+    for (const std::string& n : r.precision_notes) o << "  note: " << n << "\n";
   }
   o << "\nresult: " << (r.passed() ? "PASS" : "FAIL") << "\n";
   return o.str();
@@ -88,11 +89,11 @@ nlohmann::json to_json(const Problem& p, const CheckResult& r) {
       {"precision", to_json(r.precision, p)},
       {"rule", rule_text()},
       {"tensors", tensors},
-      {"baseline_backward",
-       to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
+      {"baseline_backward", to_json(r.backward_inputs, r.backward_inputs_reason, "the candidate")},
       {"findings", diagnosis::to_json(r.diagnosis)["findings"]},
       {"lead", diagnosis::to_json(r.diagnosis)["lead"]},
       {"input_notes", r.input_notes},
+      {"precision_notes", r.precision_notes},
       {"passed", r.passed()}};
   if (!r.diagnosis.scope_note.empty()) j["diagnosis_scope"] = r.diagnosis.scope_note;
   return j;

@@ -33,17 +33,19 @@ struct RowScores {
     double m = -INFINITY;
     for (std::int64_t j = 0; j <= last; ++j) {
       const double* k = K + j * d;
-      double dot = 0.0, magnitude = 0.0, squares = 0.0;
+      double dot = 0.0, magnitude = 0.0;
       for (std::int64_t c = 0; c < d; ++c) {
         dot += q[c] * k[c];
         magnitude += std::fabs(q[c] * k[c]);
-        squares += (q[c] * k[c]) * (q[c] * k[c]);
       }
       S[size(j)] = scale * dot;
       eps[size(j)] = kFloat32UnitRoundoff * std::fabs(scale) * magnitude;
-      if (product_sigma > 0.0)
+      if (product_sigma > 0.0) {
+        double squares = 0.0;
+        for (std::int64_t c = 0; c < d; ++c) squares += (q[c] * k[c]) * (q[c] * k[c]);
         eps[size(j)] =
             std::hypot(eps[size(j)], product_sigma * std::fabs(scale) * std::sqrt(squares));
+      }
       m = std::max(m, S[size(j)]);
     }
     double l = 0.0;
@@ -122,11 +124,10 @@ void backward_row(const RowScores& r, const double* O, const double* dO, const d
   }
   for (std::int64_t j = 0; j <= last; ++j) {
     const double* v = V + j * d;
-    double dP = 0.0, dP_terms = 0.0, dP_squares = 0.0;
+    double dP = 0.0, dP_terms = 0.0;
     for (std::int64_t c = 0; c < d; ++c) {
       dP += dO[c] * v[c];
       dP_terms += std::fabs(dO[c] * v[c]);
-      dP_squares += (dO[c] * v[c]) * (dO[c] * v[c]);
     }
     const double P = r.P[size(j)], dS = P * (dP - D);
     // dP - D is a difference of two float32 sums, each rounded by about one unit roundoff at
@@ -142,6 +143,8 @@ void backward_row(const RowScores& r, const double* O, const double* dO, const d
     w2[size(j)] += ds_operand_variance(dS, operand);
     // Only when asked: 0 times a non-finite input's square would be NaN, where the floor is inf.
     if (product_sigma > 0.0) {
+      double dP_squares = 0.0;
+      for (std::int64_t c = 0; c < d; ++c) dP_squares += (dO[c] * v[c]) * (dO[c] * v[c]);
       w2[size(j)] += (P * product_sigma) * (P * product_sigma) * dP_squares +
                      (product_sigma * dS) * (product_sigma * dS);
     }

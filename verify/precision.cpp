@@ -26,9 +26,10 @@ bool three_tf32_applies(const Precision& pr, const Problem& p) {
 
 void validate(const Precision& pr) {
   if (pr.three_tf32 && pr.allow_tf32) {
-    throw InvalidArgument("--three-tf32",
-                          "names 3xTF32 products and --allow-tf32 names TF32 products: give one "
-                          "(3xTF32 is float32-accurate, TF32 about 1000 times less)");
+    throw InvalidArgument(
+        "--three-tf32",
+        "names 3xTF32 products and --allow-tf32 names TF32 products: give one "
+        "(3xTF32 products err by a few float32 roundings, TF32 ones by about 2^-10)");
   }
 }
 

@@ -55,7 +55,8 @@ def _three_tf32(three_tf32: bool, allow_tf32: bool) -> bool:
         raise TypeError(f"three_tf32: must be a bool, got {three_tf32!r}")
     if three_tf32 and allow_tf32:
         raise ValueError("three_tf32: names 3xTF32 products and allow_tf32 names TF32 products: "
-                         "give one (3xTF32 is float32-accurate, TF32 about 1000 times less)")
+                         "give one (3xTF32 products err by a few float32 roundings, TF32 ones by about "
+                         "2^-10)")
     return three_tf32
 
 

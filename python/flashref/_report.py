@@ -148,6 +148,8 @@ class Report:
         self.lead: List[Dict[str, Any]] = list(d.get("lead", []))
         self.problem: Dict[str, Any] = d["problem"]
         self.precision: Dict[str, Any] = d.get("precision", {})
+        # What another precision makes of a failed float32 candidate (it passes as 3xTF32).
+        self.precision_notes: List[str] = list(d.get("precision_notes", []))
         # The states given to check(states=): their verdict, and the first step where they
         # leave Algorithm 1 (None when they follow it, or when no states were given).
         self.states: Optional[StatesVerdict] = (

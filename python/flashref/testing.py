@@ -12,8 +12,8 @@ from ._fuzz import FuzzResult, fuzz
 def assert_attention_close(q: Any, k: Any, v: Any, **kwargs: Any) -> None:
     """flashref.check(q, k, v, **kwargs); raises AssertionError with the table and the
     findings when a tensor fails (and the first divergence when the states given fail).
-    Takes check's keywords (o, lse, do, dq, dk, dv, mask, scale, dtype, allow_tf32, lse_dtype,
-    grad_dtype, tile, states, select)."""
+    Takes check's keywords (o, lse, do, dq, dk, dv, mask, scale, dtype, allow_tf32, three_tf32,
+    lse_dtype, grad_dtype, tile, states, select)."""
     __tracebackhide__ = True  # pytest shows the caller's line
     report = check(q, k, v, **kwargs)
     if not report.passed:

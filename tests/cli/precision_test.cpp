@@ -116,6 +116,11 @@ TEST(CliPrecision, ThreeTf32JudgesA3xTf32KernelAndStillNamesAMistake) {
   const nlohmann::json f = nlohmann::json::parse(fail.out);
   ASSERT_EQ(f.at("findings").size(), 1u) << fail.out;
   EXPECT_EQ(f.at("findings")[0].at("code"), "key_padding_unmasked");
+  // Judged as float32, the same mistake gets no note: it fails as 3xTF32 too.
+  const CliRun float32 = run_cli(dump(padded_dir, q, padded) + " --json");
+  const nlohmann::json g = nlohmann::json::parse(float32.out);
+  EXPECT_EQ(g.at("findings")[0].at("code"), "key_padding_unmasked") << float32.out;
+  EXPECT_TRUE(g.at("precision_notes").empty()) << float32.out;
 
   const std::string missing = " --q " + dir.file("none.npy") + " --k " + dir.file("none.npy") +
                               " --v " + dir.file("none.npy") + " --o " + dir.file("none.npy");

@@ -51,7 +51,7 @@ struct Kernel {
 // tf32(x) and small = tf32(x - big): big small + small big + big big, summed in float32, the
 // small x small term (about 2^-22 of the product) dropped. big is x rounded to nearest (PTX's
 // cvt.rna: flashref's kernels, Triton's tf32x3) or, with `big_truncated`, truncated (CUTLASS's
-// FastF32, whose products err twice as much: docs/verification.md, "3xTF32 products").
+// FastF32, whose products err about twice as much: docs/verification.md, "3xTF32 products").
 inline float three_tf32_product(float x, float y, bool big_truncated = false) {
   const auto big = [&](float a) {
     return big_truncated ? reference::truncate_to_tf32(a) : reference::round_to_tf32(a);

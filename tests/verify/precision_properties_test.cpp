@@ -98,7 +98,9 @@ RC_GTEST_PROP(PrecisionModes, Correct3xTf32KernelPassesUnderThreeTf32, ()) {
   correct_f32_kernel_passes(split, {.three_tf32 = true}, small_f32_backward());
 }
 
-// With big rounded to nearest, the split of flashref's sm90 float32 kernels, 3xTF32 also passes
+// With big rounded to nearest (flashref's sm90 kernels leave small for the tensor core to
+// truncate, the corpus rounds it: one bit is dropped either way, and the two err alike,
+// dev/f32/product_error.py), 3xTF32 also passes
 // the exact float32 rule where a score sums enough products for their errors to stay inside
 // float32's noise floor: d >= 24 (docs/verification.md, "3xTF32 products"). Below it a 3xTF32
 // kernel is judged with --three-tf32: a CI run falsified this property when its domain began at
@@ -111,7 +113,8 @@ RC_GTEST_PROP(PrecisionModes, Correct3xTf32KernelPassesTheExactRuleFromD24, ()) 
 
 // The corner the exact rule does not give 3xTF32: CI's counterexample (d = 1, large inputs,
 // every score one product). The exact rule fails O, by no more than 3xTF32's own error
-// explains, and --three-tf32 passes it with no finding.
+// explains, with a note that it passes as 3xTF32 (and no finding that would stop the
+// diagnosis), and --three-tf32 passes it with no finding and no note.
 TEST(PrecisionModes, TheExactRulesCounterexampleFor3xTf32PassesUnderThreeTf32) {
   VerifyCase c;
   c.problem.H = 4;
@@ -131,11 +134,18 @@ TEST(PrecisionModes, TheExactRulesCounterexampleFor3xTf32PassesUnderThreeTf32) {
   const CheckResult exact = check_candidate(data, t, 13, 1, {});
   ASSERT_EQ(exact.tensors.size(), 2u);
   EXPECT_EQ(exact.tensors[0].tensor, TensorId::O);
-  EXPECT_FALSE(exact.tensors[0].rule.pass);
+  // 1.034 where CI found it; another libm's exp moves it a little, not out of this band.
+  EXPECT_GT(exact.tensors[0].rule.ratio, 0.9);
   EXPECT_LT(exact.tensors[0].rule.ratio, 1.1);
+  if (!exact.passed()) {
+    ASSERT_EQ(exact.precision_notes.size(), 1u);
+    EXPECT_NE(exact.precision_notes[0].find("--three-tf32"), std::string::npos);
+  }
   const CheckResult three = check_candidate(data, t, 13, 1, {.three_tf32 = true});
   EXPECT_TRUE(three.passed()) << findings_text(three);
   EXPECT_TRUE(three.diagnosis.findings.empty()) << findings_text(three);
+  EXPECT_TRUE(three.precision_notes.empty());
+  EXPECT_LT(three.tensors[0].rule.ratio, 0.5);
 }
 
 // --three-tf32 and --allow-tf32 name two precisions of the same products: asking for both is an

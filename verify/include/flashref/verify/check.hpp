@@ -23,6 +23,9 @@ struct CheckResult {
   std::string backward_inputs_reason;  // why the baseline's own O and L were used; else empty
   // Non-finite inputs and scores beyond float32's range (nonfinite.hpp, input_notes).
   std::vector<std::string> input_notes;
+  // What another precision would make of a failed candidate, where no finding says it: a
+  // float32 candidate that passes with its products judged as 3xTF32 (--three-tf32).
+  std::vector<std::string> precision_notes;
   bool passed() const;
 };
 
@@ -33,9 +36,10 @@ struct CheckResult {
 // precision findings come first: `lse_low_precision` when L passes as stored in bf16 or f16
 // (and every value of it is one of that dtype's), `tf32_matmul` when a float32 candidate
 // judged without --allow-tf32 passes against the TF32 baseline; the diagnosis
-// (diagnosis/diagnose.hpp) then looks at the tensors these do not explain. Worst indices are placed
-// in tiles of tile_q query rows and tile_k key rows. Gradients need data.dO. Throws InvalidArgument
-// for a candidate tensor of the wrong shape (field "candidate O", ...).
+// (diagnosis/diagnose.hpp) then looks at the tensors these do not explain. A float32 candidate
+// that fails as float32 and passes with --three-tf32 gets a precision note, not a finding. Worst
+// indices are placed in tiles of tile_q query rows and tile_k key rows. Gradients need data.dO.
+// Throws InvalidArgument for a candidate tensor of the wrong shape (field "candidate O", ...).
 CheckResult check_candidate(const ProblemData& data, const TensorSet& candidate,
                             std::int64_t tile_q, std::int64_t tile_k,
                             const Precision& precision = {});
