@@ -12,7 +12,8 @@ std::string rule_text() {
          "the candidate's O and L when both pass; k = 2 for O, L and 3 for dQ, dK, dV; "
          "floor = 2 * rounding step of the output dtype at max|gold| (L: f32) + 3 * max sigma "
          "of the float32 rounding noise of the scores (and of dP - D for dQ, dK) and of the "
-         "16-bit or TF32 operands P~ (O) and dS (dQ, dK) + 2^-23 * max "
+         "16-bit or TF32 operands P~ (O) and dS (dQ, dK) (with --three-tf32, of every "
+         "product's own error) + 2^-23 * max "
          "over elements of the sum of the magnitudes of the terms each output adds up; any NaN/inf "
          "the gold lacks, or a gold -inf not matched, fails";
 }
@@ -53,8 +54,7 @@ std::string nonfinite_summary(const ErrorStats& s) {
 }  // namespace
 
 RuleCheck apply_rule(TensorId tensor, DType output_dtype, const ErrorStats& candidate,
-                     const ErrorStats& baseline, double noise_sigma,
-                     double sum_magnitude) {
+                     const ErrorStats& baseline, double noise_sigma, double sum_magnitude) {
   RuleCheck r;
   r.tensor = tensor;
   r.k = rule_k(tensor);
