@@ -519,8 +519,8 @@ TEST(ScoreNoise, ThreeTf32ProductTermsMatchMonteCarlo) {
 }
 
 // The constant is the bound it is derived from (docs/verification.md, "3xTF32 products"): a
-// third of the largest error of a split that truncates both halves, 2^-19 of |x y| from the
-// split and 2^-24 from the sum's rounding, in float32 unit roundoffs 11.
+// third of a bound on any split's error, 2^-19 of |x y| from the split and 2^-24 from the sum's
+// rounding, in float32 unit roundoffs 11.
 TEST(ScoreNoise, TheThreeTf32ProductSigmaIsAThirdOfTheSplitsBound) {
   EXPECT_DOUBLE_EQ(3.0 * kThreeTf32ProductSigma / kFloat32UnitRoundoff, 33.0);
 }

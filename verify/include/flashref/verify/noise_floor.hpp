@@ -43,11 +43,11 @@ inline constexpr double kTf32UnitRoundoff = 0x1p-11;
 // (x and y each split into a big TF32 half and a small one, big x small + small x big + big x
 // big, the small x small term dropped), relative to |x y|: the `--three-tf32` precision. A third
 // of the largest error such a product can have, so that the rule's three standard deviations
-// cover it even where one product is the whole sum (d = 1): with both halves truncated the
-// three pieces are below 2^-21 + 2^-21 + 2^-20 of |x y| and the sum's rounding below 2^-24, so
-// (2^-19 + 2^-24) / 3, 11 float32 unit roundoffs; CUTLASS's FastF32 (PyTorch's memory-efficient
-// kernel: big truncated, small rounded) errs by at most 25, splits that round big to nearest
-// (flashref's kernels, Triton's tf32x3) by at most 9.
+// cover it even where one product is the whole sum (d = 1): the three pieces are below 2^-21 +
+// 2^-21 + 2^-20 of |x y| for every split and the sum's rounding below 2^-24, so (2^-19 + 2^-24)
+// / 3, 11 float32 unit roundoffs. Splits err by at most 29 (both halves truncated), 25 (CUTLASS's
+// FastF32, PyTorch's memory-efficient kernel: big truncated, small rounded) and 9 (big rounded to
+// nearest: flashref's kernels, Triton's tf32x3).
 // docs/verification.md, "3xTF32 products", derives it and gives the measured distributions.
 inline constexpr double kThreeTf32ProductSigma = (0x1p-19 + 0x1p-24) / 3.0;
 
