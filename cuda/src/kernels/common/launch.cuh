@@ -108,7 +108,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // kernels/sm90/launch.cuh),
 // the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the backward too;
 // kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired lanes, 1 plain;
-// 6-8 the sm90_3xtf32 passes on wgmma, 2-5 with other groups, kernels/sm90/launch.cuh),
+// on the sm90_3xtf32 family 7 and 8 one pass on wgmma, 9 ffma's two passes, 2-5 other groups,
+// kernels/sm90/launch.cuh),
 // the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is not the default,
 // dispatch.cu's dq_strategy; both are always compiled), the sm90
 // tile order's L2 budget (order90: 1 none, which numbers all heads together as before sections;
@@ -125,7 +126,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
 // Without it, asking for one (every non-zero value above except f32=1, fwd90=7 and fused90=4,
-// which pick among the default kernels, f32bwd=6-8, the kernels not yet run on a GPU, bwd90=1,
+// which pick among the default kernels, f32bwd=6-9, the default's float32 backward or ffma's, bwd90=1,
 // order90 and grid90) is an error that says so, never a quiet fall back to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
@@ -158,7 +159,7 @@ inline const Tune& tune() {
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);
-    read("f32bwd", r.f32bwd, 8);
+    read("f32bwd", r.f32bwd, 9);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
     read("fused90", r.fused90, 4);

@@ -525,12 +525,14 @@ void launch_bwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaS
                                 "bwd_dkdv_3xtf32", side);
 }
 
-// Exact float32's backward: the ffma family's two passes (its dQ pass on `stream`, its dK/dV
-// pass on `side`). The passes on 3xTF32 wgmma (launch_bwd_3xtf32) are written and compiled but
-// have not run on a GPU yet: until they have passed the suites there, they run only when asked
-// for, FLASHREF_CUDA_TUNE f32bwd=6 (both), 7 (dK/dV's alone) or 8 (dQ's alone), in any build;
-// in tuning builds f32bwd=2..5 run both with the dK/dV pass's groups summed from zero in other
-// sizes (k-steps of S and dP, of dV and dK): 2 (2, 2), 3 (4, 4), 4 (1, 1), 5 (2, 4).
+// Exact float32's backward: both passes on 3xTF32 wgmma (launch_bwd_3xtf32; the default since
+// run 34a, docs/perf-notes.md: 0.53-0.56x the ffma family's time at d = 64 and 128), where the
+// driver takes the tensor maps. FLASHREF_CUDA_TUNE f32bwd=9 runs the ffma family's two passes
+// instead (the backward before run 34a, for comparison), 7 the dK/dV pass alone and 8 the dQ
+// pass alone beside ffma's other pass, in any build (6 is the default's both, kept so that the
+// runs before it stay reproducible); in tuning builds f32bwd=2..5 run both with the dK/dV pass's
+// groups summed from zero in other sizes (k-steps of S and dP, of dV and dK): 2 (2, 2),
+// 3 (4, 4), 4 (1, 1), 5 (2, 4).
 template <int kD>
 void backward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   using kernels::sm90::BwdDkv3xTf32Traits;
@@ -552,14 +554,14 @@ void backward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStr
   }
   using Dkv = BwdDkv3xTf32Traits<kD>;
   switch (tune().f32bwd) {
-    case 6:
-      return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::both);
     case 7:
       return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::dkdv);
     case 8:
       return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::dq);
-    default:
+    case 9:
       return run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
+    default:
+      return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::both);
   }
 }
 
