@@ -71,6 +71,10 @@ struct FwdTraits {
   static constexpr bool kHandTile = false;
   // Whether a tile's first step runs under the last one's tail (FwdTraitsTileOverlap).
   static constexpr bool kTileOverlap = false;
+  // With kFoldScale: whether the rows marked past the fold's range are computed again by this
+  // kernel after its last tile, or by a kernel of their own launched after it
+  // (FwdTraitsRowsAfter; fwd_rows_unfolded.cuh).
+  static constexpr bool kRowsInKernel = true;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -127,6 +131,16 @@ struct FwdTraitsTileOverlap : Base {
   static constexpr bool kTileOverlap = true;
   static_assert(Base::kHandTile && !Base::kStoreOByTma,
                 "the overlap needs the next tile's coordinates and O written from registers");
+};
+
+// The rows marked past the fold's range computed again by a kernel of their own
+// (fwd_rows_unfolded_kernel), launched after the forward, which then holds no code for them
+// but the marker's select (a tuning variant, fwd90=20: whether that code's presence is what
+// costs d = 64's forward 2.3-3.8%, docs/perf-notes.md, run 33f).
+template <typename Base>
+struct FwdTraitsRowsAfter : Base {
+  static constexpr bool kRowsInKernel = false;
+  static_assert(Base::kFoldScale, "only the folded forward marks rows");
 };
 
 // Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
@@ -384,7 +398,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                                                     args.scale_log2);
   };
   // Whether this thread marked a row past the fold's range (fwd_rows_unfolded.cuh).
-  bool refold = false;
+  [[maybe_unused]] bool refold = false;
   for (int r = 0;; ++r) {
     const int index = tile_of_round(r);
     if (index >= tiles) break;
@@ -608,7 +622,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     release_staged_o();
     if (elected) bulk_wait_complete();
   }
-  if constexpr (T::kFoldScale) {
+  if constexpr (T::kFoldScale && T::kRowsInKernel) {
     // Rows marked past the fold's range: walk this warp's tiles again and compute those rows
     // unfolded, over the main loop's O and L (with the TMA, once all of O's stores are done).
     bool any;

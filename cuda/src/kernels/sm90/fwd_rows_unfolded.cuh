@@ -89,4 +89,18 @@ __device__ __forceinline__ void rewrite_row_unfolded(const AttnArgs& args, int b
   }
 }
 
+// The marked rows of every query tile computed again, by a kernel of their own launched after
+// the forward (FwdTraitsRowsAfter): each warp reads the L of 32 rows and rewrites the marked
+// ones. Grid: (ceil(S_q / 256), H, B), 256 threads.
+template <typename Element, int kD>
+__global__ void __launch_bounds__(256) fwd_rows_unfolded_kernel(const AttnArgs args) {
+  const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x % 32;
+  const int warp_row = blockIdx.x * 256 + (threadIdx.x / 32) * 32;
+  const int row = warp_row + lane;
+  const float* lse = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q;
+  const bool marked = row < args.S_q && __float_as_uint(lse[row]) == kPastFoldRange;
+  for (uint32_t mask = __ballot_sync(0xffffffff, marked); mask != 0; mask &= mask - 1)
+    rewrite_row_unfolded<Element, kD>(args, b, h, warp_row + __ffs(mask) - 1, lane);
+}
+
 }  // namespace flashref::cuda::kernels::sm90

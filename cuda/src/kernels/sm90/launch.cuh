@@ -195,6 +195,12 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   configure_kernel(reinterpret_cast<const void*>(kernel), T::kSmemBytes, label);
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, o, ordered);
   check_cuda(cudaGetLastError(), label);
+  if constexpr (T::kFoldScale && !T::kRowsInKernel) {
+    const dim3 rows_grid(static_cast<unsigned>(kernels::ceil_div(args.S_q, 256)),
+                         static_cast<unsigned>(args.H), static_cast<unsigned>(args.B));
+    kernels::sm90::fwd_rows_unfolded_kernel<Element, kD><<<rows_grid, 256, 0, stream>>>(args);
+    check_cuda(cudaGetLastError(), "fwd_rows_unfolded");
+  }
 }
 
 // Exact float32 (the sm90_3xtf32 family): O and L on the 3xTF32 forward
@@ -290,6 +296,16 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
     }
     if constexpr (kD == 64) {
+      // 20: the default's kernels with the marked rows computed by a kernel of their own.
+      using Short = kernels::sm90::FwdShortConfig<Element>;
+      using kernels::sm90::FwdTraitsRowsAfter;
+      if (v == 20 && !unfolded) {
+        if (args.S_q > Short::kMaxRows)
+          return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Config::Traits>>(args, stream);
+        if (!args.causal)
+          return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::NoMaskTraits>>(args, stream);
+        return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::Traits>>(args, stream);
+      }
       if (v == 15 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
         return launch_fwd<kDtype, typename FwdVariant<Element, 64, 15>::Traits>(args, stream);
     }
