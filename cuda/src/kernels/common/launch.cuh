@@ -105,7 +105,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32
 // float32 kernels' at d = 128, fwd 1 and dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7,
 // 12, 15, kernels/sm90/configs.hpp; 13, 14 and 16-19, the 3xTF32 forward's halves; 20 d = 64's
-// marked rows by a kernel of their own; kernels/sm90/launch.cuh),
+// marked rows in the kernel or after it, the place the default does not take; configs.hpp),
 // the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the backward too;
 // kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired lanes, 1 plain;
 // on the sm90_3xtf32 family 7 and 8 one pass on wgmma, 9 ffma's two passes, 2-5 other groups,
@@ -126,8 +126,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
 // Without it, asking for one (every non-zero value above except f32=1, fwd90=7 and fused90=4,
-// which pick among the default kernels, f32bwd=6-9, the default's float32 backward or ffma's, bwd90=1,
-// order90 and grid90) is an error that says so, never a quiet fall back to the default.
+// which pick among the default kernels, f32bwd=6-9, the default's float32 backward or ffma's,
+// bwd90=1, order90 and grid90) is an error that says so, never a quiet fall back to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif

@@ -33,7 +33,13 @@ struct FwdConfig;
 // S = 1k 0.299-0.301 -> 0.290; d = 128 leaderboard 1.975 -> 1.959-1.963, S = 1k 0.431 -> 0.427.
 template <typename Element>
 struct FwdConfig<Element, 64> {
-  using Traits = FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>;
+  // The rows past the fold's range computed by a kernel of their own after this one
+  // (FwdTraitsRowsAfter). Run 34c (bench/results/2026-12-05-h200-run34c, medians of 30, three
+  // rounds in alternation, ms, the rows in the kernel -> after it): leaderboard 1.034-1.042 ->
+  // 1.019-1.023, no mask 2.089-2.195 -> 2.058-2.170 (minima 2.082-2.084 -> 2.050-2.052), S = 2k
+  // (B 16) 0.376-0.380 -> 0.367-0.371, S = 8k (B 4) 1.123-1.124 -> 1.104-1.105: 1.5-2.6% of the
+  // 2.3-3.8% the fix had cost (run 33f). The short tiles keep them in the kernel (FwdShortConfig).
+  using Traits = FwdTraitsRowsAfter<FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>>;
   using Unfolded = FwdTraits<Element, 64, 3, 3, true, 112, true>;
 };
 
@@ -137,6 +143,14 @@ struct FwdVariant<Element, 128, 12> {
 template <typename Element>
 struct FwdVariant<Element, 64, 15> {
   using Traits = typename FwdShortConfig<Element>::NoMaskTraits;
+};
+// 20: the marked rows' other place (FwdTraitsRowsAfter): in the kernel for the 192-row tiles
+// (the default before run 34c), by a kernel of their own after the short tiles (S_q <= 1024).
+// Run 34c (same medians): S = 1k (B 32) causal 0.2247-0.2265 -> 0.2263-0.2276 with the second
+// kernel (its launch), without the mask 0.3509-0.3531 -> 0.3493-0.3522: so not taken there.
+template <typename Element>
+struct FwdVariant<Element, 64, 20> {
+  using Traits = FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>;
 };
 template <typename Element>
 struct FwdVariant<Element, 64, 12> {

@@ -135,8 +135,8 @@ struct FwdTraitsTileOverlap : Base {
 
 // The rows marked past the fold's range computed again by a kernel of their own
 // (fwd_rows_unfolded_kernel), launched after the forward, which then holds no code for them
-// but the marker's select (a tuning variant, fwd90=20: whether that code's presence is what
-// costs d = 64's forward 2.3-3.8%, docs/perf-notes.md, run 33f).
+// but the marker's select: d = 64's 192-row tiles, where that code in the kernel cost 1.5-2.6%
+// (configs.hpp, run 34c); the short tiles keep it, a second launch costing them more.
 template <typename Base>
 struct FwdTraitsRowsAfter : Base {
   static constexpr bool kRowsInKernel = false;

@@ -296,12 +296,12 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
       if (v == 6 && !unfolded) return launch_fwd<kDtype, TwoStages>(args, stream);
     }
     if constexpr (kD == 64) {
-      // 20: the default's kernels with the marked rows computed by a kernel of their own.
+      // 20: the marked rows in the other place (configs.hpp, FwdVariant<Element, 64, 20>).
       using Short = kernels::sm90::FwdShortConfig<Element>;
       using kernels::sm90::FwdTraitsRowsAfter;
       if (v == 20 && !unfolded) {
         if (args.S_q > Short::kMaxRows)
-          return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Config::Traits>>(args, stream);
+          return launch_fwd<kDtype, typename FwdVariant<Element, 64, 20>::Traits>(args, stream);
         if (!args.causal)
           return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::NoMaskTraits>>(args, stream);
         return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::Traits>>(args, stream);
