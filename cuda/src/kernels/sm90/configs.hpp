@@ -37,7 +37,7 @@ struct FwdConfig<Element, 64> {
   // (FwdTraitsRowsAfter). Run 34c (bench/results/2026-12-05-h200-run34c, medians of 30, three
   // rounds in alternation, ms, the rows in the kernel -> after it): leaderboard 1.034-1.042 ->
   // 1.019-1.023, no mask 2.089-2.195 -> 2.058-2.170 (minima 2.082-2.084 -> 2.050-2.052), S = 2k
-  // (B 16) 0.376-0.380 -> 0.367-0.371, S = 8k (B 4) 1.123-1.124 -> 1.104-1.105: 1.5-2.6% of the
+  // (B 16) 0.376-0.380 -> 0.367-0.371, S = 8k (B 4) 1.123-1.124 -> 1.104-1.105: 1.5-2.3% of the
   // 2.3-3.8% the fix had cost (run 33f). The short tiles keep them in the kernel (FwdShortConfig).
   using Traits = FwdTraitsRowsAfter<FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>>;
   using Unfolded = FwdTraits<Element, 64, 3, 3, true, 112, true>;

@@ -135,7 +135,7 @@ struct FwdTraitsTileOverlap : Base {
 
 // The rows marked past the fold's range computed again by a kernel of their own
 // (fwd_rows_unfolded_kernel), launched after the forward, which then holds no code for them
-// but the marker's select: d = 64's 192-row tiles, where that code in the kernel cost 1.5-2.6%
+// but the marker's select: d = 64's 192-row tiles, where that code in the kernel cost 1.5-2.3%
 // (configs.hpp, run 34c); the short tiles keep it, a second launch costing them more.
 template <typename Base>
 struct FwdTraitsRowsAfter : Base {

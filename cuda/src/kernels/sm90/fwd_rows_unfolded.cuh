@@ -19,7 +19,7 @@
 // column, keys one at a time. Slow (milliseconds for a tile's rows against 16k keys), and taken
 // only for such inputs. d = 64's 192-row tiles leave that walk to a kernel of their own,
 // launched after them (fwd_rows_unfolded_kernel, FwdTraitsRowsAfter): its code in the forward's
-// kernel cost them 1.5-2.6% (kernels/sm90/configs.hpp, run 34c).
+// kernel cost them 1.5-2.3% (kernels/sm90/configs.hpp, run 34c).
 #pragma once
 
 #include <cstdint>
