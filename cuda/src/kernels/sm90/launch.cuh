@@ -542,7 +542,7 @@ void launch_bwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaS
 }
 
 // Exact float32's backward: both passes on 3xTF32 wgmma (launch_bwd_3xtf32; the default since
-// run 34a, docs/perf-notes.md: 0.53-0.56x the ffma family's time at d = 64 and 128), where the
+// run 34a, docs/perf-notes.md: 0.52-0.56x the ffma family's time at d = 64 and 128), where the
 // driver takes the tensor maps. FLASHREF_CUDA_TUNE f32bwd=9 runs the ffma family's two passes
 // instead (the backward before run 34a, for comparison), 7 the dK/dV pass alone and 8 the dQ
 // pass alone beside ffma's other pass, in any build (6 is the default's both, kept so that the
