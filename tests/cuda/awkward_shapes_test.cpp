@@ -138,8 +138,9 @@ TEST(CudaFloat32Extremes, ValuesNearTheLargestFloatGiveFiniteOutputs_f32_forward
 // largest score's exponent is m''s rounding error, and past |m'| = 2^31 the row lost every key
 // (L = -inf, O = 0; run 32g). Such rows are computed again unfolded after the main loop
 // (kernels/sm90/fwd_rows_unfolded.cuh). S_q = 150 runs the short d = 64 kernel and d = 128's,
-// which stores O by the TMA; S_q = 1,100 the d = 64 default. Forward only, as above: the
-// gradients of such scores are not what this checks.
+// which stores O by the TMA; S_q = 1,100 the d = 64 default, whose rows are computed again by
+// a kernel of its own (its grid numbered over batch, head and row block: two of each here).
+// Forward only, as above: the gradients of such scores are not what this checks.
 TEST(CudaLargeScores, RowsPastTheFoldsRangeKeepTheirKeys_16bit_forward) {
   FLASHREF_REQUIRE_GPU();
   for (DType dtype : {DType::bf16, DType::f16})
@@ -148,30 +149,30 @@ TEST(CudaLargeScores, RowsPastTheFoldsRangeKeepTheirKeys_16bit_forward) {
         SCOPED_TRACE(std::string(dtype_name(dtype)) + ", d = " + std::to_string(d) +
                      ", S_q = " + std::to_string(s_q));
         const Problem problem =
-            make_problem(1, 2, 2, s_q, s_q + 20, d, Mask::causal_top_left, dtype);
+            make_problem(2, 2, 2, s_q, s_q + 20, d, Mask::causal_top_left, dtype);
         verify::ProblemData data =
             verify::make_problem_data(problem, {5, false, verify::Layout::bshd});
         // Row r of head h against key j <= r: eight columns of `big` in both, so S = 8 big^2 +
         // O(big), far above the row's other scores (at most about 3 big, from K's random
         // columns); f16's largest value bounds big at 6e4.
         const struct {
-          std::int64_t h, r, j;
+          std::int64_t b, h, r, j;
           float big;
-        } rows[] = {{0, 10, 3, 6e4f},
-                    {0, 77, 40, 2e4f},
-                    {1, 149, 149, 6e4f},
-                    {1, 120, 0, 2e3f},
-                    {1, s_q - 1, s_q / 2, 6e4f}};
+        } rows[] = {{0, 0, 10, 3, 6e4f},
+                    {1, 0, 77, 40, 2e4f},
+                    {1, 1, 149, 149, 6e4f},
+                    {0, 1, 120, 0, 2e3f},
+                    {1, 1, s_q - 1, s_q / 2, 6e4f}};
         for (const auto& x : rows)
           for (std::int64_t i = 0; i < 8; ++i) {
-            data.q.set(0, x.h, x.r, i, x.big);
-            data.k.set(0, x.h, x.j, i, x.big);
+            data.q.set(x.b, x.h, x.r, i, x.big);
+            data.k.set(x.b, x.h, x.j, i, x.big);
           }
         const verify::RunOutputs out =
             verify::run_backend(*make_backend("cuda"), data, verify::RunOptions{});
         for (const auto& x : rows)
-          EXPECT_TRUE(std::isfinite(out.lse(0, x.h, x.r)))
-              << "L[0," << x.h << "," << x.r << "] = " << out.lse(0, x.h, x.r);
+          EXPECT_TRUE(std::isfinite(out.lse(x.b, x.h, x.r)))
+              << "L[" << x.b << "," << x.h << "," << x.r << "] = " << out.lse(x.b, x.h, x.r);
         const verify::CheckResult r = verify::check_candidate(data, out.values, 64, 64);
         EXPECT_TRUE(r.passed()) << verify::format_check(problem, r);
       }

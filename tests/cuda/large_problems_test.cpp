@@ -1,6 +1,6 @@
 // Scale: the leaderboard problem (B=1, H=16, S=16384, d=64, bf16, causal) run whole on the
-// GPU and judged on slices small enough for the double-precision gold, and a problem whose
-// tensors span more than 2^31 elements (64-bit offsets).
+// GPU and judged on slices small enough for the double-precision gold, a problem whose
+// tensors span more than 2^31 elements (64-bit offsets), and a batch past 65,535.
 //
 // A slice of query rows [r0, r0 + n) of one head is itself an attention problem: those rows
 // with keys [0, r0 + n) and the bottom-right causal mask (offset r0) see exactly what they see
@@ -22,6 +22,8 @@
 #include <xtensor/xview.hpp>
 
 #include "cuda_test_support.hpp"
+#include "flashref/verify/check.hpp"
+#include "flashref/verify/check_report.hpp"
 #include "flashref/verify/gold.hpp"
 #include "flashref/verify/noise_floor.hpp"
 #include "flashref/verify/problem_data.hpp"
@@ -262,6 +264,110 @@ TEST(CudaLarge, TensorsPast2To31ElementsUse64BitOffsets) {
     std::vector<float> l(2 * 2 * 300);
     rt->to_host(l.data(), f.lse, l.size() * sizeof(float));
     EXPECT_EQ(std::memcmp(l.data(), compact.lse.data(), l.size() * sizeof(float)), 0) << "L";
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+}
+
+// A batch past 65,535, where a grid's y and z stop: every kernel numbers its blocks in x, the
+// sm90 d = 64 forward's second kernel too, which computes again the rows past the fold's range
+// after the forward at S_q > 1,024 (kernels/sm90/fwd_rows_unfolded.cuh). B = 65,537 and H = 1:
+// 35 GB of Q, K, V and O. Each batch is a copy of one of the two batches of a small problem
+// judged against the gold: batch 0 with rows past the fold's range planted (as CudaLargeScores
+// plants them), batch 1 without. Each batch of the large run must be bit for bit what the small
+// run gave its copy: a (batch, head) is computed the same way wherever it is numbered.
+TEST(CudaLarge, BatchesPast65535ComputeTheirRowsPastTheFoldsRange) {
+  FLASHREF_REQUIRE_GPU();
+  constexpr std::int64_t kBatches = 65537, S = 1100, d = 64;
+  const std::unique_ptr<Backend> cuda = make_backend("cuda");
+  const DeviceRuntime* rt = cuda->device_runtime();
+  const Problem small = make_problem(2, 1, 1, S, S, d, Mask::causal_top_left, DType::bf16);
+  verify::InputOptions in;
+  in.seed = 11;
+  in.layout = Layout::bshd;
+  verify::ProblemData data = verify::make_problem_data(small, in);
+  const std::int64_t marked_rows[][2] = {{10, 3}, {600, 599}, {S - 1, S / 2}};  // (row, key)
+  for (const auto& [r, j] : marked_rows)
+    for (std::int64_t i = 0; i < 8; ++i) {
+      data.q.set(0, 0, r, i, 6e4f);
+      data.k.set(0, 0, j, i, 6e4f);
+    }
+  const verify::RunOutputs compact = verify::run_backend(*cuda, data, verify::RunOptions{});
+  const verify::CheckResult judged = verify::check_candidate(data, compact.values, 64, 64);
+  ASSERT_TRUE(judged.passed()) << verify::format_check(small, judged);
+  for (const auto& [r, j] : marked_rows) ASSERT_TRUE(std::isfinite(compact.lse(0, 0, r)));
+
+  // Which small batch each large one copies: batch 0 at both ends, in the middle, and at the
+  // two batches past 65,535.
+  const auto copy_of = [](std::int64_t b) {
+    return b == 0 || b == 40000 || b == 65535 || b == 65536 ? 0 : 1;
+  };
+  const std::size_t batch_bytes = static_cast<std::size_t>(S * d) * 2;
+  const Problem p = make_problem(kBatches, 1, 1, S, S, d, Mask::causal_top_left, DType::bf16);
+  constexpr std::int64_t kChunk = 1024;  // batches a host transfer moves
+  std::vector<char> staging(kChunk * batch_bytes);
+  std::vector<void*> buffers;
+  auto cleanup = [&] {
+    for (void* b : buffers) rt->release(b);
+  };
+  // A packed (B, S, 1, d) tensor of the large problem, each batch copied from `src`.
+  auto allocate = [&](std::size_t bytes) {
+    void* ptr = rt->allocate(bytes);  // throws: the catch below releases the others
+    buffers.push_back(ptr);
+    return ptr;
+  };
+  auto tensor = [&](const HostTensor* src) {
+    void* base = allocate(kBatches * batch_bytes);
+    for (std::int64_t b0 = 0; src != nullptr && b0 < kBatches; b0 += kChunk) {
+      const std::int64_t n = std::min(kChunk, kBatches - b0);
+      for (std::int64_t b = 0; b < n; ++b)
+        std::memcpy(staging.data() + b * batch_bytes,
+                    static_cast<const char*>(src->data()) + copy_of(b0 + b) * batch_bytes,
+                    batch_bytes);
+      rt->to_device(static_cast<char*>(base) + b0 * batch_bytes, staging.data(), n * batch_bytes);
+    }
+    return TensorView{base, DType::bf16, kBatches, S, 1, d, S * d, d, d};
+  };
+  ForwardParams f;
+  f.problem = p;
+  try {
+    f.q = tensor(&data.q);
+    f.k = tensor(&data.k);
+    f.v = tensor(&data.v);
+    f.o = tensor(nullptr);
+    f.lse = static_cast<float*>(allocate(kBatches * S * sizeof(float)));
+  } catch (const std::runtime_error& e) {
+    cleanup();
+    GTEST_SKIP() << "skipped: needs 35 GB of device memory (" << e.what() << ")";
+  }
+  try {
+    cuda->forward(f);
+    rt->synchronize();
+    const std::size_t lse_bytes = static_cast<std::size_t>(S) * sizeof(float);
+    std::vector<float> lse(kChunk * S);
+    int mismatched = 0;
+    for (std::int64_t b0 = 0; b0 < kBatches; b0 += kChunk) {
+      const std::int64_t n = std::min(kChunk, kBatches - b0);
+      rt->to_host(staging.data(), static_cast<const char*>(f.o.data) + b0 * batch_bytes,
+                  n * batch_bytes);
+      rt->to_host(lse.data(), f.lse + b0 * S, n * lse_bytes);
+      for (std::int64_t b = 0; b < n; ++b) {
+        const int c = copy_of(b0 + b);
+        const bool same_o =
+            std::memcmp(staging.data() + b * batch_bytes,
+                        static_cast<const char*>(compact.o.data()) + c * batch_bytes,
+                        batch_bytes) == 0;
+        const bool same_l = std::memcmp(lse.data() + b * S, compact.lse.data() + c * S,
+                                        lse_bytes) == 0;
+        if ((!same_o || !same_l) && ++mismatched <= 5)
+          ADD_FAILURE() << "batch " << b0 + b << " (a copy of batch " << c << "): "
+                        << (same_o ? "" : "O ") << (same_l ? "" : "L ")
+                        << "differ from the small run's";
+      }
+    }
+    EXPECT_EQ(mismatched, 0) << "batches whose O or L differ";
   } catch (...) {
     cleanup();
     throw;

@@ -93,13 +93,17 @@ __device__ __forceinline__ void rewrite_row_unfolded(const AttnArgs& args, int b
 
 // The marked rows of every query tile computed again, by a kernel of their own launched after
 // the forward (FwdTraitsRowsAfter): each warp reads the L of 32 rows and rewrites the marked
-// ones. Grid: (ceil(S_q / 256), H, B), 256 threads.
+// ones. A 1-D grid of ceil(S_q / 256) * H * B blocks of 256 threads (launch_fwd), numbered over
+// (batch, head, row block) as the other kernels' grids are: a grid's y and z stop at 65,535,
+// which B can pass.
 template <typename Element, int kD>
 __global__ void __launch_bounds__(256) fwd_rows_unfolded_kernel(const AttnArgs args) {
-  const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x % 32;
-  const int warp_row = blockIdx.x * 256 + (threadIdx.x / 32) * 32;
+  const int row_blocks = ceil_div(args.S_q, 256);
+  const int bh = static_cast<int>(blockIdx.x / row_blocks);
+  const int b = bh / args.H, h = bh % args.H, lane = threadIdx.x % 32;
+  const int warp_row = static_cast<int>(blockIdx.x % row_blocks) * 256 + (threadIdx.x / 32) * 32;
   const int row = warp_row + lane;
-  const float* lse = args.lse + (static_cast<int64_t>(b) * args.H + h) * args.S_q;
+  const float* lse = args.lse + static_cast<int64_t>(bh) * args.S_q;
   const bool marked = row < args.S_q && __float_as_uint(lse[row]) == kPastFoldRange;
   for (uint32_t mask = __ballot_sync(0xffffffff, marked); mask != 0; mask &= mask - 1)
     rewrite_row_unfolded<Element, kD>(args, b, h, warp_row + __ffs(mask) - 1, lane);

@@ -196,8 +196,8 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, o, ordered);
   check_cuda(cudaGetLastError(), label);
   if constexpr (T::kFoldScale && !T::kRowsInKernel) {
-    const dim3 rows_grid(static_cast<unsigned>(kernels::ceil_div(args.S_q, 256)),
-                         static_cast<unsigned>(args.H), static_cast<unsigned>(args.B));
+    // At most as many blocks as the forward's tiles (256 rows a block, kBlockM <= 256).
+    const unsigned rows_grid = grid_size(kernels::ceil_div(args.S_q, 256), args.H, args.B);
     kernels::sm90::fwd_rows_unfolded_kernel<Element, kD><<<rows_grid, 256, 0, stream>>>(args);
     check_cuda(cudaGetLastError(), "fwd_rows_unfolded");
   }
@@ -306,7 +306,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
           return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::NoMaskTraits>>(args, stream);
         return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::Traits>>(args, stream);
       }
-      if (v == 15 && !unfolded && args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
+      if (v == 15 && !unfolded && args.S_q <= Short::kMaxRows)
         return launch_fwd<kDtype, typename FwdVariant<Element, 64, 15>::Traits>(args, stream);
     }
     if (v == 12 && !unfolded) {
@@ -574,6 +574,7 @@ void backward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStr
       return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::dkdv);
     case 8:
       return launch_bwd_3xtf32<Dq, Dkv>(args, stream, side, P::dq);
+    case 1:  // ffma's plain passes (a tuning variant; ffma's launcher reads the knob)
     case 9:
       return run_backward<Family::ffma, DType::f32, kD>(args, stream, side);
     default:
