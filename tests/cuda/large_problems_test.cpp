@@ -359,11 +359,11 @@ TEST(CudaLarge, BatchesPast65535ComputeTheirRowsPastTheFoldsRange) {
             std::memcmp(staging.data() + b * batch_bytes,
                         static_cast<const char*>(compact.o.data()) + c * batch_bytes,
                         batch_bytes) == 0;
-        const bool same_l = std::memcmp(lse.data() + b * S, compact.lse.data() + c * S,
-                                        lse_bytes) == 0;
+        const bool same_l =
+            std::memcmp(lse.data() + b * S, compact.lse.data() + c * S, lse_bytes) == 0;
         if ((!same_o || !same_l) && ++mismatched <= 5)
-          ADD_FAILURE() << "batch " << b0 + b << " (a copy of batch " << c << "): "
-                        << (same_o ? "" : "O ") << (same_l ? "" : "L ")
+          ADD_FAILURE() << "batch " << b0 + b << " (a copy of batch " << c
+                        << "): " << (same_o ? "" : "O ") << (same_l ? "" : "L ")
                         << "differ from the small run's";
       }
     }
