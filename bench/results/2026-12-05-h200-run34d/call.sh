@@ -29,7 +29,13 @@ step large-batches 120 $b/cuda_large_problems_test --gtest_brief=1 --gtest_filte
 step f32bwd1-plain 60 env FLASHREF_CUDA_TUNE=f32bwd=1 $b/cuda_awkward_shapes_test --gtest_brief=1 --gtest_filter='*_f32_*'
 # f32bwd=1 reaches ffma's plain passes when its time is ffma's, near f32bwd=9's (ffma's paired
 # lanes: 8.2 ms in run 34a), not the default's 4.6.
-for tune in - f32bwd=1 f32bwd=9; do
+# And the dK/dV pass's (2, 2) groups at d = 128 without their spill (f32bwd=2: 5% under the
+# default in run 34a, with it): the float32 suites on it, then its time beside the default's.
+step f32bwd2-awkward 60 env FLASHREF_CUDA_TUNE=f32bwd=2 $b/cuda_awkward_shapes_test --gtest_brief=1 --gtest_filter='*_f32_*:*Float32*'
+step f32bwd2-properties 60 env FLASHREF_CUDA_TUNE=f32bwd=2 RC_PARAMS=max_success=60 $b/cuda_properties_test --gtest_brief=1
+step f32bwd2-verify 60 env FLASHREF_CUDA_TUNE=f32bwd=2 $fr verify --backends cuda --dtype f32 --shape 1,4,1000,1300,128 --mask causal-bottom-right --heads-kv 2
+step f32bwd2-memcheck 90 env FLASHREF_CUDA_TUNE=f32bwd=2 compute-sanitizer --tool memcheck --error-exitcode 9 $fr verify --backends cuda --dtype f32 --shape 1,2,600,700,128 --heads-kv 1 --mask causal-bottom-right
+for tune in - f32bwd=1 f32bwd=9 f32bwd=2 - f32bwd=2; do
   t=$tune; [[ $t == - ]] && t=""
   echo "bench f32 d128 backward [$t] $(FLASHREF_CUDA_TUNE=$t timeout 60 $fr bench --backends cuda --dtype f32 --backward --reps 10 --warmup 2 --json --shape 1,1,16384,16384,128 --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
 done

@@ -1,6 +1,6 @@
 // Thin wrappers over the PTX instructions every kernel family uses: cp.async (16-byte
-// global -> shared copies, on sm_80 and newer) and ex2.approx. The mma.sync and ldmatrix
-// wrappers of the sm80 family are in sm80/mma_sync.cuh.
+// global -> shared copies, on sm_80 and newer), ex2.approx and an opaque copy. The mma.sync and
+// ldmatrix wrappers of the sm80 family are in sm80/mma_sync.cuh.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// v, through a move the compiler cannot see through or move: what is formed from the result
+// is formed where it is used. For an epilogue's indices, which ptxas would otherwise form
+// before the main loop and keep live (or spill) through it.
+__device__ __forceinline__ int opaque(int v) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(v));
+  return v;
 }
 
 }  // namespace flashref::cuda::kernels

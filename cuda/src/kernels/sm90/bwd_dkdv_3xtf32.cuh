@@ -70,6 +70,10 @@ struct BwdDkv3xTf32Traits {
   // 1 in S and dP and 2 in dV and dK take 250 registers and spill nothing.
   static constexpr int kScoreGroupSteps = kScoreSteps_ > 0 ? kScoreSteps_ : (kD == 128 ? 1 : 4);
   static constexpr int kGradGroupSteps = kGradSteps_ > 0 ? kGradSteps_ : (kD == 128 ? 2 : 4);
+  // Whether the epilogue forms its indices again (opaque) rather than keep them from before the
+  // main loop: at d = 128 with score groups of 2 k-steps or more, ptxas spilled them at 255
+  // registers ((2, 2): 8 bytes, the whole of its spill). The others keep their code as it was.
+  static constexpr bool kLateStoreIndices = kD == 128 && kScoreGroupSteps > 1;
   static_assert(kD == 64 || kD == 128, "compiled for d = 64 and 128");
   static_assert(kHalfBytes <= kRawBytes, "K_j and V_j land raw in a stage's Q_i and dO_i");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
@@ -252,13 +256,20 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   // Line 19: dK_j (times the scale) and dV_j, keys < S_k and head-dim columns < d; zeros for a
-  // key tile no query sees.
+  // key tile no query sees. With kLateStoreIndices the tile's valid keys and this thread's
+  // columns are formed again here, from values the compiler cannot trace back (opaque).
+  int keys_valid = tile.keys_valid, out_col0 = col0;
+  if constexpr (T::kLateStoreIndices) {
+    const int late_tid = opaque(tid);
+    keys_valid = min(kBlockN, args.S_k - opaque(tile.n0));
+    out_col0 = 16 * ((late_tid - 128) / 32) + (late_tid % 32) / 4 * 2;
+  }
   store_transposed_gradient<kMTiles, kBlockN>(acc_dk, args.scale, args.dk, args.grad_code,
                                               row_offset(args.dk, tile.b, tile.n0, tile.h_kv),
-                                              tile.keys_valid, args.d, col0, t);
+                                              keys_valid, args.d, out_col0, t);
   store_transposed_gradient<kMTiles, kBlockN>(acc_dv, 1.0f, args.dv, args.grad_code,
                                               row_offset(args.dv, tile.b, tile.n0, tile.h_kv),
-                                              tile.keys_valid, args.d, col0, t);
+                                              keys_valid, args.d, out_col0, t);
 }
 
 }  // namespace flashref::cuda::kernels::sm90
