@@ -105,7 +105,9 @@ void run_preprocess(const kernels::AttnArgs& args, cudaStream_t stream, const ch
   const unsigned grid =
       static_cast<unsigned>((rows + kernels::kPreprocessRows - 1) / kernels::kPreprocessRows);
   if (grid == 0) return;
-  const int accum_cols = args.dq_accum != nullptr ? compiled_head_dim(args.d) : 0;
+  // The atomic adds' accumulator is zeroed here; the ordered ones store their first (bwd_dkdv.cuh).
+  const bool zero_accum = args.dq_accum != nullptr && args.dq_semaphore == nullptr;
+  const int accum_cols = zero_accum ? compiled_head_dim(args.d) : 0;
   const std::string label = std::string("bwd_preprocess<") + name + ">";
   const auto kernel = kernels::bwd_preprocess_kernel<Element>;
   configure_kernel(reinterpret_cast<const void*>(kernel), 0, label);

@@ -41,9 +41,9 @@ __global__ void __launch_bounds__(kPreprocessWarps * 32)
 }
 
 // The tensor-core kernels' preprocess: L' = L log2(e) and D = rowsum(dO * O), and for a fused
-// dQ (args.dq_accum set) the row's float32 accumulator (accum_cols floats) and, once per
-// 64-row tile, its counter zeroed (and once the persistent kernel's tile counter), so that no
-// memset runs beside it. A group of kPreprocessRowThreads threads per row, each loading 16-byte
+// dQ the row's float32 accumulator (accum_cols floats: the atomic adds', 0 for the ordered ones,
+// whose first add stores) and, once per 64-row tile, its counter zeroed (and once the
+// persistent kernel's tile counter), so that no memset runs beside it. A group of kPreprocessRowThreads threads per row, each loading 16-byte
 // vectors of O and dO (the backend requires 16-byte aligned rows, and the tensor-core families a
 // head dim that is a multiple of the vector, family.cpp). Run 18a's profile (docs/perf-notes.md)
 // measured the kernel before it, one warp per row of scalar loads and a 64-bit division per row, at
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kPreprocessWarps * 32)
       args.dq_semaphore[row / kDqTileRows] = 0;
     if (args.tile_counter != nullptr && row == 0) *args.tile_counter = 0;
   }
-  if (args.dq_accum != nullptr) {
+  if (accum_cols > 0) {
     float4* accum = reinterpret_cast<float4*>(args.dq_accum + row * accum_cols);
     for (int v = part; v < accum_cols / 4; v += kPreprocessRowThreads)
       accum[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

@@ -48,9 +48,12 @@ namespace flashref::cuda::kernels::sm90 {
 // How dQ is made. kDqPass: by the separate dQ pass (bwd_dq.cuh), this kernel writes dK and dV
 // only. Fused (kDqOrdered, kDqAtomic): this kernel also takes Alg. 2 line 16, dQ_i += dS_ij K_j,
 // and adds each step's dQ tiles (64 query rows x d each) into a float32 accumulator in global
-// memory (args.dq_accum, zeroed before, scaled and converted by bwd_dq_postprocess_kernel after)
-// with the TMA's bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks
-// ordered by a semaphore per 64-row tile (args.dq_semaphore): the same bits on every run.
+// memory (args.dq_accum, scaled and converted by bwd_dq_postprocess_kernel after) with the TMA's
+// bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks ordered by a
+// semaphore per 64-row tile (args.dq_semaphore): the same bits on every run. Its first add (key
+// tile 0's) is a bulk store, so its accumulator is not zeroed before (a tile no key tile sees
+// has a semaphore of 0, and the postprocess writes its zeros); kDqAtomic's is zeroed by the
+// preprocess.
 // kDqAtomic adds them in whatever order the blocks reach them: not reproducible, and faster.
 // Which one runs where: dispatch.cu, dq_strategy.
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
@@ -442,8 +445,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 fence_proxy_async_global();
               }
               mbar_wait(bar_dq_full(dq_bar(u, s)), dq_phase(s));
-              bulk_reduce_add_f32(args.dq_accum + (first_tile + u) * (kDqTileRows * kD),
-                                  sDQ(dq_slot(u, s)), T::kDqBytes);
+              float* accum = args.dq_accum + (first_tile + u) * (kDqTileRows * kD);
+              // Ordered, key tile 0 adds first to every query tile any key tile sees (a row's
+              // visible keys are a prefix): it stores, and the accumulator is never zeroed.
+              if (T::kDqMode == kDqOrdered && j == 0)
+                bulk_store_f32(accum, sDQ(dq_slot(u, s)), T::kDqBytes);
+              else
+                bulk_reduce_add_f32(accum, sDQ(dq_slot(u, s)), T::kDqBytes);
             }
             bulk_wait_read();
 #pragma unroll

@@ -201,6 +201,15 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, ui
       "r"(src), "r"(bytes)
       : "memory");
 }
+// dst[i] = src[i], the same copy as a plain store (the ordered dQ's first add, which so needs no
+// zeroed accumulator: bwd_dkdv.cuh).
+__device__ __forceinline__ void bulk_store_f32(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile(
+      "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+      "cp.async.bulk.commit_group;\n" ::"l"(dst),
+      "r"(src), "r"(bytes)
+      : "memory");
+}
 // Waits until this thread's bulk groups are done reading shared memory (the source may be
 // rewritten) ...
 __device__ __forceinline__ void bulk_wait_read() {
