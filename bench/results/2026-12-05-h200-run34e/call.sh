@@ -3,12 +3,25 @@
 # sum of its passes goes (bench/fb_excess.py: 0.22 ms on the d = 128 leaderboard in run 34b,
 # cuDNN's 0.05, which decides that problem's goal), with nvidia-smi's clocks sampled beside it,
 # then the goal's table (bench/interleaved.py) on the build of run 34d, after its suites passed.
+# First, the d = 128 backward's tile order where it is above cuDNN's at long S (run 34b: S = 16k,
+# B 2, 1.017x; 8k, B 4, 0.982x): its L2 budget's sections (order90 0 default, 1 one section,
+# 2 twice the budget, 3 half), in alternation.
 # Here: the build of run 34d (.device); there: bash bench/results/2026-12-05-h200-run34e/call.sh,
 # carrying .device.
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit
 mkdir -p $OUT
+w=$(mktemp -d); tar -C $w -xJf .device/bin.tar.xz
+export LD_LIBRARY_PATH=$w/lib
+fr=$w/bin/flashref
+for round in 1 2; do
+  for shape in 4,16,8192,8192,128 2,16,16384,16384,128; do
+    for v in 0 1 2 3; do
+      echo "bench bwd order90=$v $shape $(FLASHREF_CUDA_TUNE=order90=$v timeout 60 $fr bench --backends cuda --dtype bf16 --backward --reps 15 --warmup 3 --json --shape $shape --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
+    done
+  done
+done
 t0=$SECONDS
 bash scripts/device-run python-build > $OUT/python-build.log 2>&1
 echo "python-build rc=$? $((SECONDS-t0))s"
