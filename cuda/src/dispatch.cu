@@ -43,8 +43,9 @@ DqStrategy dq_strategy(Family family, bool deterministic, long long S_k) {
 FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy) {
   if (strategy == DqStrategy::separate_pass) return {};
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
-  return {rows * compiled_head_dim(args.d),
-          strategy == DqStrategy::fused_ordered ? rows / kernels::kDqTileRows : 0, 1};
+  const bool ordered = strategy == DqStrategy::fused_ordered;
+  return {rows * compiled_head_dim(args.d), ordered ? rows / kernels::kDqTileRows : 0,
+          ordered ? 2 : 1};
 }
 
 namespace {

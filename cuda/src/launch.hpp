@@ -26,7 +26,9 @@ enum class DqStrategy { separate_pass, fused_ordered, fused_atomic };
 // measurements).
 DqStrategy dq_strategy(Family family, bool deterministic, long long S_k);
 // The fused strategies' workspace: the accumulator's floats, the ordering counters (ints) and
-// the persistent kernel's tile counter (one int), all zeroed by launch_backward's preprocess.
+// the persistent kernel's tile counter (one int; the ordered kernel's second one counts the
+// query tiles its warps convert, when it converts dQ itself), all zeroed by launch_backward's
+// preprocess but the ordered kernel's accumulator, whose first add stores.
 struct FusedDqWorkspace {
   long long accum_floats = 0, semaphores = 0, tile_counters = 0;
 };

@@ -1,20 +1,46 @@
 #!/usr/bin/env bash
-# Run 34e: through the Python package built there, where our forward+backward's time beyond the
-# sum of its passes goes (bench/fb_excess.py: 0.22 ms on the d = 128 leaderboard in run 34b,
-# cuDNN's 0.05, which decides that problem's goal), with nvidia-smi's clocks sampled beside it,
-# then the goal's table (bench/interleaved.py) on the build of run 34d, after its suites passed.
-# First, the d = 128 backward's tile order where it is above cuDNN's at long S (run 34b: S = 16k,
-# B 2, 1.017x; 8k, B 4, 0.982x): its L2 budget's sections (order90 0 default, 1 one section,
-# 2 twice the budget, 3 half), in alternation.
-# Here: the build of run 34d (.device); there: bash bench/results/2026-12-05-h200-run34e/call.sh,
-# carrying .device.
+# Run 34e: the times of what run 34d checked, on its build, each beside what it would replace in
+# the same call: the backward with the first dQ add stored against b806fb9's (.device/
+# base-bin.tar.xz) and, at d = 128, fused90=5 (dQ converted by the fused kernel) beside both;
+# float32's backward at d = 128 with f32bwd=1, 9 and 2 (the (2, 2) groups without their spill)
+# beside the default; d = 64's leaderboard forward against fwd90=20 (run 34c's A/B on the
+# default); and the d = 128 backward's tile order where it is above cuDNN's at long S (run 34b:
+# S = 16k, B 2, 1.017x; 8k, B 4, 0.982x): its L2 budget's sections (order90 0 default, 1 one
+# section, 2 twice the budget, 3 half).
+# Here: the build of run 34d (.device, with base-bin.tar.xz); there: bash
+# bench/results/2026-12-05-h200-run34e/call.sh, carrying .device.
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit
 mkdir -p $OUT
 w=$(mktemp -d); tar -C $w -xJf .device/bin.tar.xz
 export LD_LIBRARY_PATH=$w/lib
-fr=$w/bin/flashref
+b=$w/bin; fr=$b/flashref
+base=$(mktemp -d); tar -C $base -xJf .device/base-bin.tar.xz
+bwd() {  # label binary shape mask [tune]
+  echo "bench bwd $1 $3 $4 $(FLASHREF_CUDA_TUNE=${5:-} timeout 60 $2 bench --backends cuda --dtype bf16 --backward --reps 20 --warmup 3 --json --shape $3 --mask $4 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
+}
+for round in 1 2 3; do
+  for shape in 32,16,1024,1024,128 16,16,2048,2048,128 1,16,16384,16384,128 32,16,1024,1024,64; do
+    if ((round % 2)); then
+      bwd base $base/bin/flashref $shape causal; bwd new $fr $shape causal
+      [[ $shape == *,128 ]] && bwd convert $fr $shape causal fused90=5
+    else
+      [[ $shape == *,128 ]] && bwd convert $fr $shape causal fused90=5
+      bwd new $fr $shape causal; bwd base $base/bin/flashref $shape causal
+    fi
+  done
+done
+# f32bwd=1 reaches ffma's plain passes when its time is ffma's, near f32bwd=9's (ffma's paired
+# lanes: 8.2 ms in run 34a), not the default's 4.6.
+for tune in - f32bwd=1 f32bwd=9 f32bwd=2 - f32bwd=2; do
+  t=$tune; [[ $t == - ]] && t=""
+  echo "bench f32 d128 backward [$t] $(FLASHREF_CUDA_TUNE=$t timeout 60 $fr bench --backends cuda --dtype f32 --backward --reps 10 --warmup 2 --json --shape 1,1,16384,16384,128 --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
+done
+for tune in - fwd90=20 - fwd90=20; do
+  t=$tune; [[ $t == - ]] && t=""
+  echo "bench leaderboard [$t] $(FLASHREF_CUDA_TUNE=$t timeout 30 $fr bench --backends cuda --dtype bf16 --reps 30 --warmup 5 --json --shape 1,16,16384,16384,64 --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
+done
 for round in 1 2; do
   for shape in 4,16,8192,8192,128 2,16,16384,16384,128; do
     for v in 0 1 2 3; do
@@ -22,19 +48,4 @@ for round in 1 2; do
     done
   done
 done
-t0=$SECONDS
-bash scripts/device-run python-build > $OUT/python-build.log 2>&1
-echo "python-build rc=$? $((SECONDS-t0))s"
-site=$PWD/build-python-device/site
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active --format=csv -lms 100 > $OUT/clocks.csv 2>&1 &
-smi=$!
-t0=$SECONDS
-(cd bench && PYTHONPATH=$site timeout 120 python3 fb_excess.py --out $OUT/fb_excess.json --configs leaderboard128,leaderboard) > $OUT/fb_excess.log 2>&1
-echo "fb_excess rc=$? $((SECONDS-t0))s"; grep -v "^    " $OUT/fb_excess.log | cut -c1-200
-kill $smi
-configs=leaderboard,leaderboard128,leaderboard-noncausal,$(printf 'fa3grid-s%s-d64,fa3grid-s%s-d128,' 1024 1024 2048 2048 4096 4096 8192 8192 16384 16384 32768 32768)f32,f32-d128,f32-b8-d128
-lim=$((585 - SECONDS)); ((lim > 240)) && lim=240
-t0=$SECONDS
-(cd bench && PYTHONPATH=$site timeout $lim python3 interleaved.py --out $OUT/interleaved.json --configs $configs) > $OUT/interleaved.log 2>&1
-echo "interleaved rc=$? $((SECONDS-t0))s"; grep "^|" $OUT/interleaved.log | tail -22
 date -u

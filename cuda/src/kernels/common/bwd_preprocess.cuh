@@ -43,12 +43,13 @@ __global__ void __launch_bounds__(kPreprocessWarps * 32)
 // The tensor-core kernels' preprocess: L' = L log2(e) and D = rowsum(dO * O), and for a fused
 // dQ the row's float32 accumulator (accum_cols floats: the atomic adds', 0 for the ordered ones,
 // whose first add stores) and, once per 64-row tile, its counter zeroed (and once the
-// persistent kernel's tile counter), so that no memset runs beside it. A group of kPreprocessRowThreads threads per row, each loading 16-byte
-// vectors of O and dO (the backend requires 16-byte aligned rows, and the tensor-core families a
-// head dim that is a multiple of the vector, family.cpp). Run 18a's profile (docs/perf-notes.md)
-// measured the kernel before it, one warp per row of scalar loads and a 64-bit division per row, at
-// 137 us on FlashAttention-3's S = 1k problem (B 32, H 16), a third of the bandwidth; cuDNN's does
-// the same and zeroes its accumulator in 68 us.
+// persistent kernel's tile counters), so that no memset runs beside it. A group of
+// kPreprocessRowThreads threads per row, each loading 16-byte vectors of O and dO (the backend
+// requires 16-byte aligned rows, and the tensor-core families a head dim that is a multiple of
+// the vector, family.cpp). Run 18a's profile (docs/perf-notes.md) measured the kernel before it,
+// one warp per row of scalar loads and a 64-bit division per row, at 137 us on
+// FlashAttention-3's S = 1k problem (B 32, H 16), a third of the bandwidth; cuDNN's does the
+// same and zeroes its accumulator in 68 us.
 inline constexpr int kPreprocessRowThreads = 8;
 inline constexpr int kPreprocessRows = kPreprocessWarps * 32 / kPreprocessRowThreads;
 
@@ -100,6 +101,7 @@ __global__ void __launch_bounds__(kPreprocessWarps * 32)
     if (args.dq_semaphore != nullptr && r % kDqTileRows == 0)
       args.dq_semaphore[row / kDqTileRows] = 0;
     if (args.tile_counter != nullptr && row == 0) *args.tile_counter = 0;
+    if (args.dq_convert_counter != nullptr && row == 0) *args.dq_convert_counter = 0;
   }
   if (accum_cols > 0) {
     float4* accum = reinterpret_cast<float4*>(args.dq_accum + row * accum_cols);

@@ -39,6 +39,7 @@
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm90/bwd_common.cuh"
+#include "kernels/sm90/bwd_dq_convert.cuh"
 #include "kernels/sm90/hopper.cuh"
 #include "kernels/sm90/stage_rows.cuh"
 #include "kernels/sm90/wgmma.cuh"
@@ -133,6 +134,8 @@ struct BwdDkvTraitsOf {
   static constexpr int kDsSets = kDqDeferred ? 2 : 1;
   // Whether dK and dV may leave by the TMA (BwdTraitsStoreDkvByTma below).
   static constexpr bool kStoreDkvByTma = false;
+  // Whether the kernel's warps convert dQ out of the accumulator (BwdTraitsConvertDq below).
+  static constexpr bool kConvertDq = false;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
@@ -232,6 +235,16 @@ struct BwdTraitsStoreDkvByTma : Base {
   using Staged = Base;
   static_assert(Base::kPersistent && Base::kFused,
                 "the TMA's epilogue frees K_j and V_j for a persistent block's next tile");
+};
+
+// The ordered persistent kernel converting dQ itself (kernels/sm90/bwd_dq_convert.cuh): no
+// postprocess kernel after it. A tuning variant (FLASHREF_CUDA_TUNE fused90=5), written on
+// 2026-12-05 with no GPU lent, for the 105 us the conversion took at S = 1k, d = 128 (run 31a).
+template <typename Base>
+struct BwdTraitsConvertDq : Base {
+  static constexpr bool kConvertDq = true;
+  static_assert(Base::kDqMode == kDqOrdered && Base::kPersistent,
+                "a tile is complete when its semaphore says so: the ordered persistent kernels");
 };
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
@@ -348,6 +361,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   if (wg == 0) {  // the producer
     setmaxnreg_dec<T::kProducerRegs>();
+    if constexpr (T::kConvertDq) {  // the idle warp converts dQ from the start
+      if (tid / 32 == 3) {
+        convert_dq_tiles<kD, kBlockM, kBlockN, 4>(args, tid % 32);
+        return;
+      }
+    }
     if (tid == 0) {
       for (int n = 0, steps = 0;; ++n) {
         int index = static_cast<int>(blockIdx.x);
@@ -468,6 +487,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
         bulk_wait_complete();
       }
+    }
+    if constexpr (T::kConvertDq) {  // each warp once its thread's part is done
+      __syncwarp();
+      convert_dq_tiles<kD, kBlockM, kBlockN, 4>(args, tid % 32);
     }
     return;
   }
@@ -828,6 +851,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if constexpr (T::kDqDeferred) {
     if (c == 0) named_bar_sync(10, 256);  // consumer 1's last turn passed
   }
+  if constexpr (T::kConvertDq) convert_dq_tiles<kD, kBlockM, kBlockN, 8>(args, lane);
 }
 
 }  // namespace flashref::cuda::kernels::sm90

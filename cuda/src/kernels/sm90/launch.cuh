@@ -423,7 +423,7 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
       stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk,
       out.dv);
   const long long tiles = rows / kernels::kDqTileRows;
-  if (tiles > 0)
+  if (tiles > 0 && !T::kConvertDq)
     launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
                   128, 0, args, stream, "bwd_dq_postprocess");
 }
@@ -467,6 +467,21 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
       if (tune().fused90 == 3)  // dK and dV stored by the TMA at every S (run 31b)
         return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                        typename Config::TmaAtomic>(args, stream);
+      // fused90=5: the ordered kernels converting dQ themselves, at d = 128 (at d = 64 ptxas
+      // spilled 4 and 28 bytes of the consumers' indices for it; d = 64 takes the default).
+      if constexpr (kD == 128) {
+        if (tune().fused90 == 5) {
+          using kernels::sm90::BwdTraitsConvertDq;
+          using Atomic = typename Config::FusedAtomic;
+          const long long walk_queries =
+              static_cast<long long>(args.causal ? args.S_q / 2 : args.S_q) * args.group;
+          if (kernels::sm90::fused_bwd_store_by_tma(walk_queries))
+            return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<typename Config::TmaOrdered>,
+                                           Atomic>(args, stream);
+          return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<typename Config::FusedOrdered>,
+                                         Atomic>(args, stream);
+        }
+      }
     }
     // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
     // suites' small problems run the kernel of the long walks (scripts/device-run).
