@@ -6,38 +6,20 @@
 // A query tile is complete when its semaphore (bwd_dkdv.cuh's ordered adds, one per key tile
 // whose walk includes it) reaches its count of such key tiles. Converting warps take tiles from
 // a counter of their own (AttnArgs::dq_convert_counter) in the order the key tiles complete
-// them: sections of (batch, key/value head) pairs as the key tiles' order has them, then query
-// tiles, then the pairs and the group's heads. Under a causal mask the query tiles ascend: key
-// tile j completes those at its diagonal, the last of its walk down, and key tiles are taken
-// ascending. Without one they descend: every tile's last add is its head's last key tile's,
-// whose walk goes down. Each warp waits for its tile's count and converts it. The producer
-// warpgroup's idle warp converts from the start; the others join once their part of the kernel is
-// done, so the tiles that complete last (without a mask, all of a section's) are converted by every
-// warp of the blocks that have finished.
+// them (dq_tiles.hpp's dq_convert_tile). Each warp waits for its tile's count and converts it.
+// The producer warpgroup's idle warp converts from the start; the others join once their part
+// of the kernel is done, so the tiles that complete last (without a mask, all of a section's)
+// are converted by every warp of the blocks that have finished.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/common/args.hpp"
 #include "kernels/common/tile_io.cuh"
-#include "kernels/common/tile_order.hpp"
+#include "kernels/sm90/dq_tiles.hpp"
 #include "kernels/sm90/hopper.cuh"
 
 namespace flashref::cuda::kernels::sm90 {
-
-// The key tiles (of kBlockN keys) whose walk includes query step `step` (kBlockM rows): every
-// one without a mask; with a causal one those whose first seeing query is below the step's end
-// and S_q (KeyTileSchedule::causal_query_tiles_begin <= step), a prefix of the key tiles.
-template <int kBlockM, int kBlockN>
-__device__ __forceinline__ int dq_adders(const AttnArgs& args, int step) {
-  const int n_blocks = ceil_div(args.S_k, kBlockN);
-  if (!args.causal) return n_blocks;
-  const int64_t end = min64(args.S_q, static_cast<int64_t>(step + 1) * kBlockM);
-  // Key tile j counts when j kBlockN - offset < end.
-  const int64_t bound = end + args.causal_offset;
-  if (bound <= 0) return 0;
-  return static_cast<int>(min64(n_blocks, (bound + kBlockN - 1) / kBlockN));
-}
 
 // Two floats, the gradient dtype's, at element offset `off` (even: d is a multiple of 8).
 __device__ __forceinline__ void store2(void* base, int code, int64_t off, float x, float y) {
@@ -57,20 +39,14 @@ template <int kD, int kBlockM, int kBlockN, int kBatch>
 __device__ __forceinline__ void convert_dq_tiles(const AttnArgs& args, int lane) {
   constexpr int kChunks = kDqTileRows * kD / 4;  // float4s of a tile
   static_assert(kChunks % (32 * kBatch) == 0, "whole batches of the warp's chunks");
-  const int m_tiles = ceil_div(args.S_q, kDqTileRows);
-  const int pairs = args.B * args.H_kv;
-  const int total = m_tiles * args.group * pairs;
+  const int total = ceil_div(args.S_q, kDqTileRows) * args.group * args.B * args.H_kv;
   for (;;) {
     int c = 0;
     if (lane == 0) c = atomicAdd(args.dq_convert_counter, 1);
     c = __shfl_sync(0xffffffffu, c, 0);
     if (c >= total) return;
-    const SectionPlace at = section_of(c, m_tiles * args.group, pairs, args.tile_section);
-    const int order = at.tile / (at.pairs * args.group);
-    const int row_tile = args.causal ? order : m_tiles - 1 - order;
-    const int rest = at.tile % (at.pairs * args.group);
-    const int bkv = at.first_pair + rest / args.group;
-    const int b = bkv / args.H_kv, h = (bkv % args.H_kv) * args.group + rest % args.group;
+    const DqTile dq = dq_convert_tile(args, c);
+    const int b = dq.b, h = dq.h, row_tile = dq.row_tile;
     const int64_t tile =
         (static_cast<int64_t>(b) * args.H + h) * (args.S_q_pad / kDqTileRows) + row_tile;
     const int m0 = row_tile * kDqTileRows;
