@@ -13,9 +13,10 @@
 #   the bits against the session's first commit (b806fb9's flashref, .device/base-bin.tar.xz).
 # - fused90=5, d = 128's ordered kernels converting dQ themselves (bwd_dq_convert.cuh, no
 #   postprocess kernel): the same checks, racecheck too.
-# Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test cuda_family_test
-# cuda_determinism_test cuda_large_problems_test" scripts/device-build, and b806fb9's flashref
-# (FLASHREF_DEVICE_VARIANTS=0) as .device/base-bin.tar.xz; there: bash
+# Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_determinism_test
+# cuda_large_problems_test" scripts/device-build (44 MB of .device with the base below: the
+# properties and family suites too pass the call's 64 MiB; CI runs the family suite, host logic),
+# and b806fb9's flashref (FLASHREF_DEVICE_VARIANTS=0) as .device/base-bin.tar.xz; there: bash
 # bench/results/2026-12-05-h200-run34d/call.sh, carrying .device.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -25,7 +26,6 @@ export LD_LIBRARY_PATH=$w/lib
 b=$w/bin; fr=$b/flashref
 mkdir -p $OUT; T=$OUT/tests.log; : > $T
 step() { local name=$1 lim=$2; shift 2; local t0=$SECONDS; echo "### $name" >> $T; timeout $lim "$@" >> $T 2>&1; echo "$name rc=$? $((SECONDS-t0))s $(tail -1 $T | cut -c1-100)"; }
-step family 30 $b/cuda_family_test --gtest_brief=1
 step awkward 40 $b/cuda_awkward_shapes_test --gtest_brief=1
 step awkward-fwd90-7 40 env FLASHREF_CUDA_TUNE=fwd90=7 $b/cuda_awkward_shapes_test --gtest_brief=1
 step memcheck-large-scores 90 compute-sanitizer --tool memcheck --error-exitcode 9 $b/cuda_awkward_shapes_test --gtest_brief=1 --gtest_filter='CudaLargeScores.*'
@@ -34,7 +34,6 @@ step f32bwd1-plain 60 env FLASHREF_CUDA_TUNE=f32bwd=1 $b/cuda_awkward_shapes_tes
 # And the dK/dV pass's (2, 2) groups at d = 128 without their spill (f32bwd=2: 5% under the
 # default in run 34a, with it): the float32 suites on it, then its time beside the default's.
 step f32bwd2-awkward 60 env FLASHREF_CUDA_TUNE=f32bwd=2 $b/cuda_awkward_shapes_test --gtest_brief=1 --gtest_filter='*_f32_*:*Float32*'
-step f32bwd2-properties 60 env FLASHREF_CUDA_TUNE=f32bwd=2 RC_PARAMS=max_success=60 $b/cuda_properties_test --gtest_brief=1
 step f32bwd2-verify 60 env FLASHREF_CUDA_TUNE=f32bwd=2 $fr verify --backends cuda --dtype f32 --shape 1,4,1000,1300,128 --mask causal-bottom-right --heads-kv 2
 step f32bwd2-memcheck 90 env FLASHREF_CUDA_TUNE=f32bwd=2 compute-sanitizer --tool memcheck --error-exitcode 9 $fr verify --backends cuda --dtype f32 --shape 1,2,600,700,128 --heads-kv 1 --mask causal-bottom-right
 # The first dQ add stored: the fused kernel on the suites' problems, sanitizers where tiles see
