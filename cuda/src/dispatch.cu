@@ -40,6 +40,13 @@ DqStrategy dq_strategy(Family family, bool deterministic, long long S_k) {
                                                  : DqStrategy::separate_pass;
 }
 
+// Whether the sm90 ordered fused kernels store their first dQ add, so that the preprocess leaves
+// their accumulator as it is: the tuning variants fused90=5 and 6 (kernels/sm90/launch.cuh's
+// backward_16bit, bwd_dkdv.cuh's BwdTraitsDqFirstStore), until a GPU has run them.
+static bool dq_first_store() {
+  return kTuningVariants && (tune().fused90 == 5 || tune().fused90 == 6);
+}
+
 FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy) {
   if (strategy == DqStrategy::separate_pass) return {};
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
@@ -106,8 +113,9 @@ void run_preprocess(const kernels::AttnArgs& args, cudaStream_t stream, const ch
   const unsigned grid =
       static_cast<unsigned>((rows + kernels::kPreprocessRows - 1) / kernels::kPreprocessRows);
   if (grid == 0) return;
-  // The atomic adds' accumulator is zeroed here; the ordered ones store their first (bwd_dkdv.cuh).
-  const bool zero_accum = args.dq_accum != nullptr && args.dq_semaphore == nullptr;
+  // The accumulator is zeroed here unless the ordered adds store their first (dq_first_store).
+  const bool zero_accum =
+      args.dq_accum != nullptr && !(args.dq_semaphore != nullptr && dq_first_store());
   const int accum_cols = zero_accum ? compiled_head_dim(args.d) : 0;
   const std::string label = std::string("bwd_preprocess<") + name + ">";
   const auto kernel = kernels::bwd_preprocess_kernel<Element>;

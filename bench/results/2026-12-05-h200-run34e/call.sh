@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run 34e: the times of what run 34d checked, on its build, each beside what it would replace in
-# the same call: the backward with the first dQ add stored against b806fb9's (.device/
-# base-bin.tar.xz) and, at d = 128, fused90=5 (dQ converted by the fused kernel) beside both;
+# the same call: the backward with the first dQ add stored (fused90=6) against b806fb9's
+# (.device/base-bin.tar.xz) and this build's default and, at d = 128, fused90=5 (dQ converted by
+# the fused kernel) beside them;
 # float32's backward at d = 128 with f32bwd=1, 9 and 2 (the (2, 2) groups without their spill)
 # beside the default; d = 64's leaderboard forward against fwd90=20 (run 34c's A/B on the
 # default); and the d = 128 backward's tile order where it is above cuDNN's at long S (run 34b:
@@ -20,15 +21,21 @@ base=$(mktemp -d); tar -C $base -xJf .device/base-bin.tar.xz
 bwd() {  # label binary shape mask [tune]
   echo "bench bwd $1 $3 $4 $(FLASHREF_CUDA_TUNE=${5:-} timeout 60 $2 bench --backends cuda --dtype bf16 --backward --reps 20 --warmup 3 --json --shape $3 --mask $4 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
 }
-for round in 1 2 3; do
+# Arms: b806fb9 (base), this build's default (its fused kernels are b806fb9's: the control),
+# the first dQ add stored (fused90=6) and, at d = 128, dQ converted in the kernel (fused90=5),
+# in an order that rotates each round.
+arm() {  # arm NAME SHAPE
+  case $1 in
+    base) bwd base $base/bin/flashref $2 causal ;;
+    default) bwd default $fr $2 causal ;;
+    first-store) bwd first-store $fr $2 causal fused90=6 ;;
+    convert) [[ $2 == *,128 ]] && bwd convert $fr $2 causal fused90=5 ;;
+  esac
+}
+arms=(base default first-store convert)
+for round in 0 1 2 3; do
   for shape in 32,16,1024,1024,128 16,16,2048,2048,128 1,16,16384,16384,128 32,16,1024,1024,64; do
-    if ((round % 2)); then
-      bwd base $base/bin/flashref $shape causal; bwd new $fr $shape causal
-      [[ $shape == *,128 ]] && bwd convert $fr $shape causal fused90=5
-    else
-      [[ $shape == *,128 ]] && bwd convert $fr $shape causal fused90=5
-      bwd new $fr $shape causal; bwd base $base/bin/flashref $shape causal
-    fi
+    for k in 0 1 2 3; do arm ${arms[$(((k + round) % 4))]} $shape; done
   done
 done
 # f32bwd=1 reaches ffma's plain passes when its time is ffma's, near f32bwd=9's (ffma's paired

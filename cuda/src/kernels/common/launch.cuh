@@ -118,8 +118,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
 // kernels (fused90: 1 a grid of a block per key tile with dQ's product in step, 2 the
 // persistent grid with dQ's product in step, instead of deferred a step; 3 and 4 the deferred
-// kernels with dK and dV stored by the TMA, or staged, at every S; kernels/sm90/configs.hpp; 5
-// the ordered kernels converting dQ themselves, kernels/sm90/bwd_dq_convert.cuh) and
+// kernels with dK and dV stored by the TMA, or staged, at every S; kernels/sm90/configs.hpp; 6
+// the ordered kernels storing their first dQ add into an accumulator not zeroed, 5 the same
+// converting dQ themselves at d = 128, kernels/sm90/bwd_dkdv.cuh and bwd_dq_convert.cuh) and
 // the persistent backward's grid (grid90: at most N blocks, so that the suites' small problems run
 // many tiles a block). Read once; unknown keys and values fall back to 0.
 //
@@ -139,8 +140,8 @@ struct Tune {
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
   int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step,
-                    // 3, 4 dK and dV stored by the TMA, staged, at every S; 5 dQ converted
-                    // by the ordered kernel
+                    // 3, 4 dK and dV stored by the TMA, staged, at every S; 6 the first dQ
+                    // add stored, 5 that and dQ converted by the ordered kernel
   int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
 };
 inline const Tune& tune() {
@@ -164,7 +165,7 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 9);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 5);
+    read("fused90", r.fused90, 6);
     read("grid90", r.grid90, 1 << 20);
     return r;
   }();

@@ -51,10 +51,11 @@ namespace flashref::cuda::kernels::sm90 {
 // and adds each step's dQ tiles (64 query rows x d each) into a float32 accumulator in global
 // memory (args.dq_accum, scaled and converted by bwd_dq_postprocess_kernel after) with the TMA's
 // bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks ordered by a
-// semaphore per 64-row tile (args.dq_semaphore): the same bits on every run. Its first add (key
-// tile 0's) is a bulk store, so its accumulator is not zeroed before (a tile no key tile sees
-// has a semaphore of 0, and the postprocess writes its zeros); kDqAtomic's is zeroed by the
-// preprocess.
+// semaphore per 64-row tile (args.dq_semaphore): the same bits on every run. With
+// kDqFirstStore (BwdTraitsDqFirstStore, a tuning variant until a GPU has run it) its first add,
+// key tile 0's, is a bulk store and the preprocess does not zero its accumulator (a tile no key
+// tile sees keeps a semaphore of 0, and the postprocess writes its zeros); otherwise the
+// accumulator is zeroed by the preprocess, as kDqAtomic's always is.
 // kDqAtomic adds them in whatever order the blocks reach them: not reproducible, and faster.
 // Which one runs where: dispatch.cu, dq_strategy.
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
@@ -134,8 +135,10 @@ struct BwdDkvTraitsOf {
   static constexpr int kDsSets = kDqDeferred ? 2 : 1;
   // Whether dK and dV may leave by the TMA (BwdTraitsStoreDkvByTma below).
   static constexpr bool kStoreDkvByTma = false;
-  // Whether the kernel's warps convert dQ out of the accumulator (BwdTraitsConvertDq below).
+  // Whether the kernel's warps convert dQ out of the accumulator (BwdTraitsConvertDq below),
+  // and whether the ordered adds' first is a store (BwdTraitsDqFirstStore below).
   static constexpr bool kConvertDq = false;
+  static constexpr bool kDqFirstStore = false;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
@@ -237,6 +240,17 @@ struct BwdTraitsStoreDkvByTma : Base {
                 "the TMA's epilogue frees K_j and V_j for a persistent block's next tile");
 };
 
+// The ordered kernel whose first dQ add (key tile 0's, the first adder of every query tile any
+// key tile sees: a row's visible keys are a prefix of the keys) is a bulk store, so that the
+// preprocess need not zero the accumulator (268 MB at S = 1k, d = 128: half its 136 us, run 31a).
+// The postprocess writes zeros for a tile no key tile saw (semaphore 0). Tuning variants
+// (FLASHREF_CUDA_TUNE fused90=5 and 6, dispatch.cu's dq_first_store), written on 2026-12-05 with
+// no GPU lent; the default once a GPU has run the suites and the bits on it.
+template <typename Base>
+struct BwdTraitsDqFirstStore : Base {
+  static constexpr bool kDqFirstStore = true;
+  static_assert(Base::kDqMode == kDqOrdered, "the first add is known in the ordered kernels");
+};
 // The ordered persistent kernel converting dQ itself (kernels/sm90/bwd_dq_convert.cuh): no
 // postprocess kernel after it. A tuning variant (FLASHREF_CUDA_TUNE fused90=5), written on
 // 2026-12-05 with no GPU lent, for the 105 us the conversion took at S = 1k, d = 128 (run 31a).
@@ -465,9 +479,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
               }
               mbar_wait(bar_dq_full(dq_bar(u, s)), dq_phase(s));
               float* accum = args.dq_accum + (first_tile + u) * (kDqTileRows * kD);
-              // Ordered, key tile 0 adds first to every query tile any key tile sees (a row's
-              // visible keys are a prefix): it stores, and the accumulator is never zeroed.
-              if (T::kDqMode == kDqOrdered && j == 0)
+              // Key tile 0 adds first (BwdTraitsDqFirstStore): it stores.
+              if (T::kDqFirstStore && j == 0)
                 bulk_store_f32(accum, sDQ(dq_slot(u, s)), T::kDqBytes);
               else
                 bulk_reduce_add_f32(accum, sDQ(dq_slot(u, s)), T::kDqBytes);

@@ -423,9 +423,14 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
       stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk,
       out.dv);
   const long long tiles = rows / kernels::kDqTileRows;
-  if (tiles > 0 && !T::kConvertDq)
-    launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
-                  128, 0, args, stream, "bwd_dq_postprocess");
+  if (tiles > 0 && !T::kConvertDq) {
+    if constexpr (T::kDqFirstStore)
+      launch_kernel(kernels::sm90::bwd_dq_postprocess_first_store_kernel<T::kD>,
+                    static_cast<unsigned>(tiles), 128, 0, args, stream, "bwd_dq_postprocess");
+    else
+      launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
+                    128, 0, args, stream, "bwd_dq_postprocess");
+  }
 }
 
 // The fused kernel of `Ordered` or `Atomic`, as the workspace asks (args.dq_semaphore set: the
@@ -467,20 +472,32 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
       if (tune().fused90 == 3)  // dK and dV stored by the TMA at every S (run 31b)
         return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                        typename Config::TmaAtomic>(args, stream);
-      // fused90=5: the ordered kernels converting dQ themselves, at d = 128 (at d = 64 ptxas
-      // spilled 4 and 28 bytes of the consumers' indices for it; d = 64 takes the default).
-      if constexpr (kD == 128) {
-        if (tune().fused90 == 5) {
-          using kernels::sm90::BwdTraitsConvertDq;
-          using Atomic = typename Config::FusedAtomic;
-          const long long walk_queries =
-              static_cast<long long>(args.causal ? args.S_q / 2 : args.S_q) * args.group;
-          if (kernels::sm90::fused_bwd_store_by_tma(walk_queries))
-            return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<typename Config::TmaOrdered>,
-                                           Atomic>(args, stream);
-          return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<typename Config::FusedOrdered>,
-                                         Atomic>(args, stream);
+      // fused90=6: the ordered kernels storing their first dQ add (BwdTraitsDqFirstStore; the
+      // preprocess then leaves the accumulator as it is, dispatch.cu's dq_first_store); 5: the
+      // same converting dQ themselves at d = 128 (BwdTraitsConvertDq; at d = 64 ptxas spilled 4
+      // and 28 bytes of the consumers' indices for it, so d = 64 takes 6's kernels).
+      if (tune().fused90 == 5 || tune().fused90 == 6) {
+        using kernels::sm90::BwdTraitsConvertDq;
+        using kernels::sm90::BwdTraitsDqFirstStore;
+        using kernels::sm90::BwdTraitsStoreDkvByTma;
+        using Stored = BwdTraitsDqFirstStore<typename Config::FusedOrdered>;
+        using Atomic = typename Config::FusedAtomic;
+        const long long walk_queries =
+            static_cast<long long>(args.causal ? args.S_q / 2 : args.S_q) * args.group;
+        const bool by_tma = kernels::sm90::fused_bwd_store_by_tma(walk_queries);
+        if constexpr (kD == 128) {
+          if (tune().fused90 == 5) {
+            if (by_tma)
+              return backward_fused_as_asked<
+                  kDtype, BwdTraitsConvertDq<BwdTraitsStoreDkvByTma<Stored>>, Atomic>(args, stream);
+            return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<Stored>, Atomic>(args,
+                                                                                       stream);
+          }
         }
+        if (by_tma)
+          return backward_fused_as_asked<kDtype, BwdTraitsStoreDkvByTma<Stored>, Atomic>(args,
+                                                                                         stream);
+        return backward_fused_as_asked<kDtype, Stored, Atomic>(args, stream);
       }
     }
     // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
