@@ -41,9 +41,9 @@ __global__ void __launch_bounds__(kPreprocessWarps * 32)
 }
 
 // The tensor-core kernels' preprocess: L' = L log2(e) and D = rowsum(dO * O), and for a fused
-// dQ the row's float32 accumulator (accum_cols floats: the atomic adds', 0 for the ordered ones,
-// whose first add stores) and, once per 64-row tile, its counter zeroed (and once the
-// persistent kernel's tile counters), so that no memset runs beside it. A group of
+// dQ the row's float32 accumulator (accum_cols floats; 0 where the ordered adds store their
+// first, dispatch.cu's dq_first_store) and, once per 64-row tile, its counter zeroed (and once
+// the persistent kernel's tile counters), so that no memset runs beside it. A group of
 // kPreprocessRowThreads threads per row, each loading 16-byte vectors of O and dO (the backend
 // requires 16-byte aligned rows, and the tensor-core families a head dim that is a multiple of
 // the vector, family.cpp). Run 18a's profile (docs/perf-notes.md) measured the kernel before it,
