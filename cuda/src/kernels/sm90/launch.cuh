@@ -462,6 +462,10 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
   using Config = kernels::sm90::BwdConfig<Element, kD>;
   if (args.dq_accum != nullptr) {
+    // Short walks store dK and dV by the TMA (configs.hpp, fused_bwd_store_by_tma).
+    const long long walk_queries =
+        static_cast<long long>(args.causal ? args.S_q / 2 : args.S_q) * args.group;
+    const bool by_tma = kernels::sm90::fused_bwd_store_by_tma(walk_queries);
     if constexpr (kTuningVariants) {
       if (tune().fused90 == 1)  // a block per key tile, dQ in step (run 26)
         return backward_fused_as_asked<kDtype, typename Config::OtherOrdered,
@@ -482,9 +486,6 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
         using kernels::sm90::BwdTraitsStoreDkvByTma;
         using Stored = BwdTraitsDqFirstStore<typename Config::FusedOrdered>;
         using Atomic = typename Config::FusedAtomic;
-        const long long walk_queries =
-            static_cast<long long>(args.causal ? args.S_q / 2 : args.S_q) * args.group;
-        const bool by_tma = kernels::sm90::fused_bwd_store_by_tma(walk_queries);
         if constexpr (kD == 128) {
           if (tune().fused90 == 5) {
             if (by_tma)
@@ -502,9 +503,7 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
     }
     // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
     // suites' small problems run the kernel of the long walks (scripts/device-run).
-    const long long walk_queries =
-        static_cast<long long>(args.causal ? args.S_q / 2 : args.S_q) * args.group;
-    if (kernels::sm90::fused_bwd_store_by_tma(walk_queries) && tune().fused90 != 4)
+    if (by_tma && tune().fused90 != 4)
       return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                      typename Config::FusedAtomic>(args, stream);
     return backward_fused_as_asked<kDtype, typename Config::FusedOrdered,
