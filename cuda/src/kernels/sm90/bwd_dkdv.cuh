@@ -257,6 +257,14 @@ struct BwdTraitsDqFirstStore : Base {
 template <typename Base>
 struct BwdTraitsConvertDq : Base {
   static constexpr bool kConvertDq = true;
+  // The producer warpgroup's converting warps at the base's 56 registers left ptxas serializing
+  // both d = 128 kernels' wgmmas (C7512, "insufficient register resources"), although neither
+  // spilled; at 64 (the register file's last 1,024, the consumers keeping their 224) neither is
+  // serialized and nothing spills. 48 and 232 spill 28 bytes; 40 and 232, 96 (ptxas, 2026-12-05).
+  static constexpr int kProducerRegs = 64;
+  static constexpr int kConsumerRegs = 224;
+  static_assert(128 * kProducerRegs + 128 * Base::kConsumers * kConsumerRegs <= 64 * 1024,
+                "setmaxnreg: the consumers' registers come from those the producer gives back");
   static_assert(Base::kDqMode == kDqOrdered && Base::kPersistent,
                 "a tile is complete when its semaphore says so: the ordered persistent kernels");
 };
