@@ -23,8 +23,8 @@ bwd() {  # label binary shape mask [tune]
 }
 # Arms: b806fb9 (base), this build's default (its fused kernels are b806fb9's: the control),
 # the first dQ add stored (fused90=6) and, at d = 128, dQ converted in the kernel (fused90=5),
-# in an order that rotates each round. (fused90=5's wgmmas are serialized by ptxas, C7512, as
-# landed: its times measure that until it is mended; perf-notes, "Next".)
+# in an order that rotates each round. (fused90=5's wgmmas were serialized by ptxas, C7512, as
+# first landed; mended in 0aa8256 by its producer's registers, 56 -> 64: run on 0aa8256.)
 arm() {  # arm NAME SHAPE
   case $1 in
     base) bwd base $base/bin/flashref $2 causal ;;
