@@ -62,6 +62,11 @@ step awkward-convert 90 env FLASHREF_CUDA_TUNE=bwd90=1,fused90=5 $b/cuda_awkward
 for tool in initcheck memcheck racecheck; do
   step $tool-convert-br-128 120 env FLASHREF_CUDA_TUNE=fused90=5 compute-sanitizer --tool $tool --error-exitcode 9 $fr verify --backends cuda --dtype bf16 --shape 1,2,1500,1100,128 --mask causal-bottom-right --heads-kv 1
 done
+# (d = 64 too since 2026-12-05's mend of the producer's registers: memcheck, racecheck, verify.)
+for tool in memcheck racecheck; do
+  step $tool-convert-br-64 120 env FLASHREF_CUDA_TUNE=fused90=5 compute-sanitizer --tool $tool --error-exitcode 9 $fr verify --backends cuda --dtype f16 --shape 2,2,1300,1030,64 --mask causal-bottom-right
+done
+step verify-convert-causal-64 60 env FLASHREF_CUDA_TUNE=fused90=5 $fr verify --backends cuda --dtype bf16 --shape 2,8,2000,2000,64 --mask causal --heads-kv 4
 step verify-convert-nomask-128 60 env FLASHREF_CUDA_TUNE=fused90=5 $fr verify --backends cuda --dtype f16 --shape 2,4,1100,2100,128 --mask none --heads-kv 2
 step bits-convert 120 scripts/cuda-bits $(tuned bwd90=1 $base/bin/flashref) $(tuned bwd90=1,fused90=5 $fr) $(mktemp -d)
 step verify-bf16-4k 30 $fr verify --backends cuda --dtype bf16 --shape 1,8,4096,4096,64 --mask causal --heads-kv 2

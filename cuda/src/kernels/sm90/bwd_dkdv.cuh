@@ -259,8 +259,9 @@ struct BwdTraitsConvertDq : Base {
   static constexpr bool kConvertDq = true;
   // The producer warpgroup's converting warps at the base's 56 registers left ptxas serializing
   // both d = 128 kernels' wgmmas (C7512, "insufficient register resources"), although neither
-  // spilled; at 64 (the register file's last 1,024, the consumers keeping their 224) neither is
-  // serialized and nothing spills. 48 and 232 spill 28 bytes; 40 and 232, 96 (ptxas, 2026-12-05).
+  // spilled, and the d = 64 consumers spilling 4 and 28 bytes; at 64 (the register file's last
+  // 1,024, the consumers keeping their 224) no kernel of either d is serialized or spills. At
+  // d = 128, 48 and 232 spill 28 bytes; 40 and 232, 96 (ptxas, 2026-12-05).
   static constexpr int kProducerRegs = 64;
   static constexpr int kConsumerRegs = 224;
   static_assert(128 * kProducerRegs + 128 * Base::kConsumers * kConsumerRegs <= 64 * 1024,
