@@ -37,7 +37,11 @@ arm() {  # arm NAME SHAPE
 arms=(base default first-store convert)
 # (Three rounds, not four, and one of the tile orders, not two: the session's device time went
 # on machines that did not start.)
+# FLASHREF_CALL_BUDGET (seconds, default none): each later round or section starts only while
+# this script's time is under it, so that a call shortened by the device's budget still returns.
+budget=${FLASHREF_CALL_BUDGET:-100000}
 for round in 0 1 2; do
+  ((SECONDS < budget)) || break
   for shape in 32,16,1024,1024,128 16,16,2048,2048,128 1,16,16384,16384,128 32,16,1024,1024,64; do
     for k in 0 1 2 3; do arm ${arms[$(((k + round) % 4))]} $shape; done
   done
@@ -45,14 +49,17 @@ done
 # f32bwd=1 reaches ffma's plain passes when its time is ffma's, near f32bwd=9's (ffma's paired
 # lanes: 8.2 ms in run 34a), not the default's 4.6.
 for tune in - f32bwd=1 f32bwd=9 f32bwd=2 - f32bwd=2; do
+  ((SECONDS < budget)) || break
   t=$tune; [[ $t == - ]] && t=""
   echo "bench f32 d128 backward [$t] $(FLASHREF_CUDA_TUNE=$t timeout 60 $fr bench --backends cuda --dtype f32 --backward --reps 10 --warmup 2 --json --shape 1,1,16384,16384,128 --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
 done
 for tune in - fwd90=20 - fwd90=20; do
+  ((SECONDS < budget)) || break
   t=$tune; [[ $t == - ]] && t=""
   echo "bench leaderboard [$t] $(FLASHREF_CUDA_TUNE=$t timeout 30 $fr bench --backends cuda --dtype bf16 --reps 30 --warmup 5 --json --shape 1,16,16384,16384,64 --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
 done
 for round in 1; do
+  ((SECONDS < budget)) || break
   for shape in 4,16,8192,8192,128 2,16,16384,16384,128; do
     for v in 0 1 2 3; do
       echo "bench bwd order90=$v $shape $(FLASHREF_CUDA_TUNE=order90=$v timeout 60 $fr bench --backends cuda --dtype bf16 --backward --reps 15 --warmup 3 --json --shape $shape --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
