@@ -25,7 +25,8 @@ bwd() {  # label binary shape mask [tune]
 # the first dQ add stored (fused90=6) and dQ converted in the kernel (fused90=5), in an order
 # that rotates each round. (fused90=5's wgmmas were serialized by ptxas at d = 128, C7512, and
 # its d = 64 consumers spilled, as first landed; mended by its producer's registers, 56 -> 64,
-# which also lets d = 64 run it.)
+# which also lets d = 64 run it.) (Wrong: 64 + 2 x 224 overcommits the block's registers, and
+# fused90=5 hung in run 34g, where this script was never reached; perf-notes.)
 arm() {  # arm NAME SHAPE
   case $1 in
     base) bwd base $base/bin/flashref $2 causal ;;

@@ -170,7 +170,7 @@ struct BwdDkvTraitsOf {
   // Persistent: the epilogue's copy loop unrolled 4 times, not 16: fully unrolled beside the
   // tile loop's live values, ptxas spilled 400-450 bytes at d = 128.
   static constexpr int kEpilogueUnroll = kPersistent ? 4 : 0;
-  static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 64 * 1024,
+  static_assert(setmaxnreg_fits(kProducerRegs, kConsumerRegs, kConsumers),
                 "setmaxnreg: the consumers' registers come from those the producer gives back");
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
@@ -257,15 +257,12 @@ struct BwdTraitsDqFirstStore : Base {
 template <typename Base>
 struct BwdTraitsConvertDq : Base {
   static constexpr bool kConvertDq = true;
-  // The producer warpgroup's converting warps at the base's 56 registers left ptxas serializing
-  // both d = 128 kernels' wgmmas (C7512, "insufficient register resources"), although neither
-  // spilled, and the d = 64 consumers spilling 4 and 28 bytes; at 64 (the register file's last
-  // 1,024, the consumers keeping their 224) no kernel of either d is serialized or spills. At
-  // d = 128, 48 and 232 spill 28 bytes; 40 and 232, 96 (ptxas, 2026-12-05).
-  static constexpr int kProducerRegs = 64;
-  static constexpr int kConsumerRegs = 224;
-  static_assert(128 * kProducerRegs + 128 * Base::kConsumers * kConsumerRegs <= 64 * 1024,
-                "setmaxnreg: the consumers' registers come from those the producer gives back");
+  // It does not fit its registers: at the base's 56 / 224 ptxas serializes both d = 128
+  // kernels' wgmmas (C7512, "insufficient register resources") and the d = 64 consumers spill
+  // 4 and 28 bytes. Every other split that setmaxnreg can give (producer + 2 consumers <= 504)
+  // is worse: 72 / 216, 64 / 216, 56 / 216 and 80 / 208 serialize both d's and spill 600-1,400
+  // bytes; 48 / 224 serializes d = 128 and spills 20-56 bytes (ptxas, 2026-12-05). 64 / 224
+  // compiled clean but overcommits the block's registers by 1,024, and hung (run 34g).
   static_assert(Base::kDqMode == kDqOrdered && Base::kPersistent,
                 "a tile is complete when its semaphore says so: the ordered persistent kernels");
 };

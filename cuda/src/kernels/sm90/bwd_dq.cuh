@@ -42,6 +42,8 @@ struct BwdDqTraits {
   static constexpr int kBodyBytes = kTileBytes > kOutBytes ? kTileBytes : kOutBytes;
   static constexpr int kSmemBytes = kBodyBytes + kSwizzleAtom + 8 * (1 + 3 * kStages);
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(setmaxnreg_fits(kProducerRegs, kConsumerRegs, kConsumers),
+                "setmaxnreg: the consumers' registers come from those the producer gives back");
   static_assert(kD % kBlockCols == 0, "the sm90 backward is compiled for d = 64 and 128");
   static_assert(kWorkspaceRowPad % kBlockM == 0, "workspace padding must cover a query tile");
 };

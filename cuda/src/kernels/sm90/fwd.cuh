@@ -83,6 +83,8 @@ struct FwdTraits {
   // keeps few, the consumers take the rest.
   static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 24;
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+  static_assert(setmaxnreg_fits(kProducerRegs, kConsumerRegs, kConsumers),
+                "setmaxnreg: the consumers' registers come from those the producer gives back");
   static_assert(kD % kBlockCols == 0, "the sm90 forward is compiled for d = 64 and 128");
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 128, "B_k: a multiple of 16, at most 128");

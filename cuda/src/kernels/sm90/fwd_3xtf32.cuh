@@ -67,6 +67,8 @@ struct Fwd3xTf32Traits {
   static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (3 + 2 * kStages);
   static constexpr int kProducerRegs = 56;
   static constexpr int kConsumerRegs = 224;
+  static_assert(setmaxnreg_fits(kProducerRegs, kConsumerRegs, kConsumers),
+                "setmaxnreg: the consumers' registers come from those the producer gives back");
   static constexpr int kTransformThreads = 128;  // the producer warpgroup
   // How Q's halves (kSplitQ), K's (kSplitK) and V's (kSplitV) are made; P~'s, in [0, 1], are
   // rounded to nearest unclamped (split_tf32_raw_small). FLASHREF_CUDA_TUNE fwd90=13, 14 and

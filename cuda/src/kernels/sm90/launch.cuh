@@ -478,18 +478,23 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
                                        typename Config::TmaAtomic>(args, stream);
       // fused90=6: the ordered kernels storing their first dQ add (BwdTraitsDqFirstStore; the
       // preprocess then leaves the accumulator as it is, dispatch.cu's dq_first_store); 5: the
-      // same converting dQ themselves (BwdTraitsConvertDq).
+      // same converting dQ themselves at d = 128 (BwdTraitsConvertDq: its wgmmas serialized
+      // by ptxas for want of registers; at d = 64 ptxas spilled 4 and 28 bytes of the
+      // consumers' indices for it, so d = 64 takes 6's kernels).
       if (tune().fused90 == 5 || tune().fused90 == 6) {
         using kernels::sm90::BwdTraitsConvertDq;
         using kernels::sm90::BwdTraitsDqFirstStore;
         using kernels::sm90::BwdTraitsStoreDkvByTma;
         using Stored = BwdTraitsDqFirstStore<typename Config::FusedOrdered>;
         using Atomic = typename Config::FusedAtomic;
-        if (tune().fused90 == 5) {
-          if (by_tma)
-            return backward_fused_as_asked<
-                kDtype, BwdTraitsConvertDq<BwdTraitsStoreDkvByTma<Stored>>, Atomic>(args, stream);
-          return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<Stored>, Atomic>(args, stream);
+        if constexpr (kD == 128) {
+          if (tune().fused90 == 5) {
+            if (by_tma)
+              return backward_fused_as_asked<
+                  kDtype, BwdTraitsConvertDq<BwdTraitsStoreDkvByTma<Stored>>, Atomic>(args, stream);
+            return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<Stored>, Atomic>(args,
+                                                                                       stream);
+          }
         }
         if (by_tma)
           return backward_fused_as_asked<kDtype, BwdTraitsStoreDkvByTma<Stored>, Atomic>(args,
