@@ -53,7 +53,7 @@ namespace flashref::cuda::kernels::sm90 {
 // bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks ordered by a
 // semaphore per 64-row tile (args.dq_semaphore): the same bits on every run. With
 // kDqFirstStore (BwdTraitsDqFirstStore, a tuning variant until a GPU has run it) its first add,
-// key tile 0's, is a bulk store and the preprocess does not zero its accumulator (a tile no key
+// key tile 0's, is a TMA store and the preprocess does not zero its accumulator (a tile no key
 // tile sees keeps a semaphore of 0, and the postprocess writes its zeros); otherwise the
 // accumulator is zeroed by the preprocess, as kDqAtomic's always is.
 // kDqAtomic adds them in whatever order the blocks reach them: not reproducible, and faster.
@@ -241,9 +241,12 @@ struct BwdTraitsStoreDkvByTma : Base {
 };
 
 // The ordered kernel whose first dQ add (key tile 0's, the first adder of every query tile any
-// key tile sees: a row's visible keys are a prefix of the keys) is a bulk store, so that the
+// key tile sees: a row's visible keys are a prefix of the keys) is a store, so that the
 // preprocess need not zero the accumulator (268 MB at S = 1k, d = 128: half its 136 us, run 31a).
-// The postprocess writes zeros for a tile no key tile saw (semaphore 0). Tuning variants
+// The postprocess writes zeros for a tile no key tile saw (semaphore 0). The store is the TMA's
+// tensor store of the whole tile (tmap_dq_accum, launch.cuh's dq_accum_map): run 34g ran it as
+// a plain bulk copy, the same bits as b806fb9's on 450 problems, but initcheck, blind to that
+// copy's writes, flagged every read of the tiles it wrote. Tuning variants
 // (FLASHREF_CUDA_TUNE fused90=5 and 6, dispatch.cu's dq_first_store), written on 2026-12-05 with
 // no GPU lent; the default once a GPU has run the suites and the bits on it.
 template <typename Base>
@@ -301,7 +304,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                           const __grid_constant__ CUtensorMap tmap_v,
                           const __grid_constant__ CUtensorMap tmap_do, const AttnArgs args,
                           const __grid_constant__ CUtensorMap tmap_dk,
-                          const __grid_constant__ CUtensorMap tmap_dv) {
+                          const __grid_constant__ CUtensorMap tmap_dv,
+                          const __grid_constant__ CUtensorMap tmap_dq_accum) {
   using Element = typename T::Element;
   constexpr int kD = T::kD, kBlockM = T::kBlockM, kBlockN = T::kBlockN, kStages = T::kStages;
   extern __shared__ unsigned char smem_raw[];
@@ -486,8 +490,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
               mbar_wait(bar_dq_full(dq_bar(u, s)), dq_phase(s));
               float* accum = args.dq_accum + (first_tile + u) * (kDqTileRows * kD);
               // Key tile 0 adds first (BwdTraitsDqFirstStore): it stores.
-              if (T::kDqFirstStore && j == 0)
-                bulk_store_f32(accum, sDQ(dq_slot(u, s)), T::kDqBytes);
+              if (T::kDqFirstStore && j == 0)  // the tile whole, by its map (dq_accum_map)
+                tma_store_3d(&tmap_dq_accum, sDQ(dq_slot(u, s)), 0, 0,
+                             static_cast<int>(first_tile + u));
               else
                 bulk_reduce_add_f32(accum, sDQ(dq_slot(u, s)), T::kDqBytes);
             }

@@ -350,8 +350,8 @@ void forward(const kernels::AttnArgs& args, cudaStream_t stream) {
 // T::kBlockN rows; `tiles`, `heads` size the grid (per query tile and head, or per key tile and
 // key/value head), at most `max_blocks` blocks when that is positive (a persistent grid);
 // `section` numbers its tiles (AttnArgs::tile_section).
-// (The dK/dV kernels take dK's and dV's maps too, `dkdv_maps`, which the dQ pass's kernel does
-// not take.)
+// (The dK/dV kernels take dK's and dV's maps and the dQ accumulator's too, `dkdv_maps`, which
+// the dQ pass's kernel does not take.)
 template <DType kDtype, typename T, typename Kernel, typename... DkdvMaps>
 void launch_bwd(Kernel kernel, kernels::AttnArgs args, int tiles, int heads, long long section,
                 const char* name, cudaStream_t stream, int max_blocks, DkdvMaps... dkdv_maps) {
@@ -397,6 +397,34 @@ DkdvMaps dkdv_maps(const kernels::AttnArgs& args, bool wanted) {
   return m;
 }
 
+// The ordered kernels' map of the dQ accumulator for key tile 0's store (T::kDqFirstStore,
+// bwd_dkdv.cuh): the accumulator as (tiles, rows of 256 floats, 256 floats), a box a whole tile
+// (64 x d floats in the consumers' register order, as they are in shared memory), no swizzle.
+// Zeroed for the kernels that add every tile, which never read it (no driver call for them).
+template <typename T>
+CUtensorMap dq_accum_map(const kernels::AttnArgs& args) {
+  CUtensorMap map{};
+  if constexpr (T::kDqFirstStore) {
+    constexpr int kTileFloats = kernels::kDqTileRows * T::kD;
+    static_assert(kTileFloats % 256 == 0 && kTileFloats / 256 <= 256, "a tile is one box");
+    const long long tiles =
+        static_cast<long long>(args.B) * args.H * args.S_q_pad / kernels::kDqTileRows;
+    const cuuint64_t dims[3] = {256, kTileFloats / 256, cuuint64_t(tiles)};
+    const cuuint64_t strides[2] = {256 * sizeof(float), kTileFloats * sizeof(float)};
+    const cuuint32_t box[3] = {256, kTileFloats / 256, 1};
+    const cuuint32_t element_strides[3] = {1, 1, 1};
+    const CUresult r = tensor_map_encoder()(
+        &map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, args.dq_accum, dims, strides, box,
+        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      throw Unsupported("cuda backend: the sm90 backward's TMA descriptor of the dQ accumulator "
+                        "was refused (CUresult " +
+                        std::to_string(int(r)) + ", " + std::to_string(tiles) + " tiles)");
+  }
+  return map;
+}
+
 // The fused backward (args.dq_accum set, its accumulator and counters zeroed by the
 // preprocess, dispatch.cu): the dK/dV pass that also adds dQ's tiles, and dQ out of the
 // accumulator, both on `stream`.
@@ -421,7 +449,7 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
           ? (ordered ? "bwd_fused_ordered_persistent_wgmma" : "bwd_fused_atomic_persistent_wgmma")
           : (ordered ? "bwd_fused_ordered_wgmma" : "bwd_fused_atomic_wgmma"),
       stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk,
-      out.dv);
+      out.dv, dq_accum_map<T>(args));
   const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0 && !T::kConvertDq) {
     if constexpr (T::kDqFirstStore)
@@ -451,7 +479,7 @@ void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cud
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
                           kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
                           key_tile_section(args, Dkv::kD, 2, 0, false), "bwd_dkdv_wgmma", side, 0,
-                          unused.dk, unused.dv);
+                          unused.dk, unused.dv, CUtensorMap{});
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
