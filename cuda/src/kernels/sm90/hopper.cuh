@@ -21,6 +21,8 @@
 
 #include <cstdint>
 
+#include "kernels/sm90/register_split.hpp"
+
 namespace flashref::cuda::kernels::sm90 {
 
 inline constexpr int kSwizzleBytes = 128;  // one row of a column block
@@ -140,17 +142,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-// Whether a block of one producer and `consumers` consumer warpgroups can share its registers
-// so: setmaxnreg moves registers only among the block's own warps, which hold what the launch
-// gave them (__launch_bounds__(threads, 1): the 64 K register file over the threads, down to a
-// multiple of 8; 168 a thread for three warpgroups). A warpgroup asking for more than the others
-// gave back waits in setmaxnreg.inc for ever. ptxas does not check it: fused90=5 compiled with
-// 64 + 2 x 224 (512 > 3 x 168) hung on the GPU (run 34g).
-constexpr bool setmaxnreg_fits(int producer_regs, int consumer_regs, int consumers) {
-  const int threads = 128 * (1 + consumers);
-  const int launch_regs = 65536 / threads / 8 * 8;
-  return producer_regs + consumers * consumer_regs <= (1 + consumers) * launch_regs;
 }
 
 // Named barrier `id` (1..15; 0 is __syncthreads) among `threads` threads: sync waits for the
