@@ -13,6 +13,8 @@
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_determinism_test" scripts/device-build,
 # and b806fb9's flashref as .device/base-bin.tar.xz (run 34d's header); there:
 #   bash bench/results/2026-12-05-h200-run35a/call.sh, carrying .device (timeout_s 600).
+# (fused90=5 too: its producer's converter with one float4 in flight, after the table of
+# perf-notes' "fused90=5, one float4 at a time".)
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
@@ -20,7 +22,7 @@ w=$(mktemp -d); tar -C $w -xJf .device/bin.tar.xz
 export LD_LIBRARY_PATH=$w/lib
 b=$w/bin; fr=$b/flashref
 mkdir -p $OUT; T=$OUT/tests.log; : > $T
-step() { local name=$1 lim=$2; shift 2; local t0=$SECONDS; echo "### $name" >> $T; timeout $lim "$@" >> $T 2>&1; echo "$name rc=$? $((SECONDS-t0))s $(tail -1 $T | cut -c1-100)"; }
+step() { local name=$1 lim=$2; shift 2; local t0=$SECONDS; echo "### $name" >> $T; timeout $lim "$@" >> $T 2>&1; echo "$name rc=$? $((SECONDS-t0))s $(tail -1 $T | cut -c1-100)" | tee -a $OUT/steps.txt; }
 for tool in initcheck memcheck; do
   step $tool-first-store-br-128 90 env FLASHREF_CUDA_TUNE=fused90=6 compute-sanitizer --tool $tool --print-limit 5 --error-exitcode 9 $fr verify --backends cuda --dtype bf16 --shape 1,2,1500,1100,128 --mask causal-bottom-right --heads-kv 1
   step $tool-first-store-br-64 90 env FLASHREF_CUDA_TUNE=fused90=6 compute-sanitizer --tool $tool --print-limit 5 --error-exitcode 9 $fr verify --backends cuda --dtype f16 --shape 2,2,1300,1030,64 --mask causal-bottom-right
@@ -37,9 +39,22 @@ tuned() {  # tuned KNOBS BINARY: a one-line wrapper that runs BINARY under FLASH
 }
 step bits-first-store 120 scripts/cuda-bits $(tuned bwd90=1 $base/bin/flashref) $(tuned bwd90=1,fused90=6 $fr) $(mktemp -d)
 step verify-bf16-4k 30 $fr verify --backends cuda --dtype bf16 --shape 1,8,4096,4096,64 --mask causal --heads-kv 2
+# fused90=5 with its producer converting one float4 at a time (no C7512, no spill; d = 128 on
+# the staged epilogue): the suites' problems, the sanitizers on one problem a d, the bits. It
+# hung in run 34g on a split past the launch's registers (now refused at compile time).
+step awkward-convert 60 env FLASHREF_CUDA_TUNE=bwd90=1,fused90=5 $b/cuda_awkward_shapes_test --gtest_brief=1
+for tool in initcheck racecheck; do
+  step $tool-convert-br-128 90 env FLASHREF_CUDA_TUNE=fused90=5 compute-sanitizer --tool $tool --print-limit 5 --error-exitcode 9 $fr verify --backends cuda --dtype bf16 --shape 1,2,1500,1100,128 --mask causal-bottom-right --heads-kv 1
+  step $tool-convert-short-64 90 env FLASHREF_CUDA_TUNE=fused90=5 compute-sanitizer --tool $tool --print-limit 5 --error-exitcode 9 $fr verify --backends cuda --dtype f16 --shape 2,2,1100,1100,64 --mask causal
+done
+step verify-convert-nomask-128 60 env FLASHREF_CUDA_TUNE=fused90=5 $fr verify --backends cuda --dtype f16 --shape 2,4,1100,2100,128 --mask none --heads-kv 2
+step bits-convert 120 scripts/cuda-bits $(tuned bwd90=1 $base/bin/flashref) $(tuned bwd90=1,fused90=5 $fr) $(mktemp -d)
 t=$SECONDS
 echo "suites done ${t}s"
-FLASHREF_CALL_BUDGET=$((440 - t)) FLASHREF_ARMS="base default first-store" \
+# The convert arm only where awkward-convert passed.
+arms="base default first-store"
+grep -q "^awkward-convert rc=0 " $OUT/steps.txt && arms="$arms convert"
+FLASHREF_CALL_BUDGET=$((440 - t)) FLASHREF_ARMS="$arms" \
   bash bench/results/2026-12-05-h200-run34e/call.sh > $OUT/times.txt 2>&1
 cat $OUT/times.txt
 date -u

@@ -260,12 +260,15 @@ struct BwdTraitsDqFirstStore : Base {
 template <typename Base>
 struct BwdTraitsConvertDq : Base {
   static constexpr bool kConvertDq = true;
-  // It does not fit its registers: at the base's 56 / 224 ptxas serializes both d = 128
-  // kernels' wgmmas (C7512, "insufficient register resources") and the d = 64 consumers spill
-  // 4 and 28 bytes. Every other split that setmaxnreg can give (producer + 2 consumers <= 504)
-  // is worse: 72 / 216, 64 / 216, 56 / 216 and 80 / 208 serialize both d's and spill 600-1,400
-  // bytes; 48 / 224 serializes d = 128 and spills 20-56 bytes (ptxas, 2026-12-05). 64 / 224
-  // compiled clean but overcommits the block's registers by 1,024, and hung (run 34g).
+  // The producer warps' float4 loads in flight a lane. With 4, at the base's 56 / 224, ptxas
+  // serialized both d = 128 kernels' wgmmas (C7512, "insufficient register resources") and the
+  // d = 64 consumers spilled 4 and 28 bytes; with 1 (or 2) neither d spills and only the
+  // d = 128 kernel with the TMA's epilogue is serialized, so at d = 128 fused90=5 runs the
+  // staged one (launch.cuh). No other split that setmaxnreg can give helps at 4: 72 / 216,
+  // 64 / 216, 56 / 216 and 80 / 208 serialize both d's and spill 600-1,400 bytes; 48 / 224
+  // serializes d = 128 and spills 20-56 bytes; 64 / 224 compiled clean but overcommits the
+  // block's registers by 1,024, and hung (run 34g; ptxas, 2026-12-05).
+  static constexpr int kProducerConvertBatch = 1;
   static_assert(Base::kDqMode == kDqOrdered && Base::kPersistent,
                 "a tile is complete when its semaphore says so: the ordered persistent kernels");
 };
@@ -387,7 +390,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     setmaxnreg_dec<T::kProducerRegs>();
     if constexpr (T::kConvertDq) {  // the idle warp converts dQ from the start
       if (tid / 32 == 3) {
-        convert_dq_tiles<kD, kBlockM, kBlockN, 4>(args, tid % 32);
+        convert_dq_tiles<kD, kBlockM, kBlockN, T::kProducerConvertBatch>(args, tid % 32);
         return;
       }
     }
@@ -514,7 +517,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
     if constexpr (T::kConvertDq) {  // each warp once its thread's part is done
       __syncwarp();
-      convert_dq_tiles<kD, kBlockM, kBlockN, 4>(args, tid % 32);
+      convert_dq_tiles<kD, kBlockM, kBlockN, T::kProducerConvertBatch>(args, tid % 32);
     }
     return;
   }

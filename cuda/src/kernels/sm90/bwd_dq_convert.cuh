@@ -34,7 +34,8 @@ __device__ __forceinline__ void store2(void* base, int code, int64_t off, float 
 }
 
 // Called by whole warps: tiles from the counter until none is left. kBatch float4 loads of a
-// lane are in flight at once (the producer warpgroup's warps have few registers).
+// lane are in flight at once (the producer warpgroup's warps have few registers: one,
+// BwdTraitsConvertDq::kProducerConvertBatch; the consumers' 8).
 template <int kD, int kBlockM, int kBlockN, int kBatch>
 __device__ __forceinline__ void convert_dq_tiles(const AttnArgs& args, int lane) {
   constexpr int kChunks = kDqTileRows * kD / 4;  // float4s of a tile

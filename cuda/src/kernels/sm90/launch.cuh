@@ -418,9 +418,10 @@ CUtensorMap dq_accum_map(const kernels::AttnArgs& args) {
         element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
-      throw Unsupported("cuda backend: the sm90 backward's TMA descriptor of the dQ accumulator "
-                        "was refused (CUresult " +
-                        std::to_string(int(r)) + ", " + std::to_string(tiles) + " tiles)");
+      throw Unsupported(
+          "cuda backend: the sm90 backward's TMA descriptor of the dQ accumulator "
+          "was refused (CUresult " +
+          std::to_string(int(r)) + ", " + std::to_string(tiles) + " tiles)");
   }
   return map;
 }
@@ -506,23 +507,21 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
                                        typename Config::TmaAtomic>(args, stream);
       // fused90=6: the ordered kernels storing their first dQ add (BwdTraitsDqFirstStore; the
       // preprocess then leaves the accumulator as it is, dispatch.cu's dq_first_store); 5: the
-      // same converting dQ themselves at d = 128 (BwdTraitsConvertDq: its wgmmas serialized
-      // by ptxas for want of registers; at d = 64 ptxas spilled 4 and 28 bytes of the
-      // consumers' indices for it, so d = 64 takes 6's kernels).
+      // same converting dQ themselves (BwdTraitsConvertDq), at d = 128 with the staged
+      // epilogue at every S (with the TMA's, ptxas serializes its wgmmas for want of registers).
       if (tune().fused90 == 5 || tune().fused90 == 6) {
         using kernels::sm90::BwdTraitsConvertDq;
         using kernels::sm90::BwdTraitsDqFirstStore;
         using kernels::sm90::BwdTraitsStoreDkvByTma;
         using Stored = BwdTraitsDqFirstStore<typename Config::FusedOrdered>;
         using Atomic = typename Config::FusedAtomic;
-        if constexpr (kD == 128) {
-          if (tune().fused90 == 5) {
+        if (tune().fused90 == 5) {
+          if constexpr (kD == 64) {
             if (by_tma)
               return backward_fused_as_asked<
                   kDtype, BwdTraitsConvertDq<BwdTraitsStoreDkvByTma<Stored>>, Atomic>(args, stream);
-            return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<Stored>, Atomic>(args,
-                                                                                       stream);
           }
+          return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<Stored>, Atomic>(args, stream);
         }
         if (by_tma)
           return backward_fused_as_asked<kDtype, BwdTraitsStoreDkvByTma<Stored>, Atomic>(args,
