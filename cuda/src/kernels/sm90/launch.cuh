@@ -449,8 +449,8 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
       T::kPersistent
           ? (ordered ? "bwd_fused_ordered_persistent_wgmma" : "bwd_fused_atomic_persistent_wgmma")
           : (ordered ? "bwd_fused_ordered_wgmma" : "bwd_fused_atomic_wgmma"),
-      stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk,
-      out.dv, dq_accum_map<T>(args));
+      stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk, out.dv,
+      dq_accum_map<T>(args));
   const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0 && !T::kConvertDq) {
     if constexpr (T::kDqFirstStore)
