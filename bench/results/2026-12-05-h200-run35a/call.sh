@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Run 35a (written 2026-12-05 for the next session's first call): the first dQ add as the TMA's
-# tensor store (fused90=6 since commit after 0704330; run 34g ran it as a plain bulk copy, whose
-# writes initcheck does not see), then the times run 34e never reached, inside one call.
+# tensor store (fused90=6 since 554b52a; run 34g ran it as a plain bulk copy, whose writes
+# initcheck does not see), fused90=5 with its producer's converter one float4 a lane (53cb4e9;
+# it hung in run 34g on a register split past the launch's), then the times run 34e never
+# reached, inside one call.
 # - initcheck and memcheck where bottom-right leaves query tiles no key tile sees (d = 128 and
 #   64): initcheck flagged every read of the stored tiles in run 34g; it must now pass;
 # - the fused kernel on the suites' problems with the first store (bwd90=1,fused90=6),
 #   determinism, `verify`, and the bits against b806fb9's fused kernel (scripts/cuda-bits,
 #   .device/base-bin.tar.xz): the same bits as run 34g's bulk copy gave;
 # - `verify` at S = 4k (run 34d's last step, not reached in 34g);
-# - then run 34e's times (without fused90=5, which does not fit its registers: perf-notes),
-#   each section only while FLASHREF_CALL_BUDGET allows.
+# - fused90=5's suites, sanitizers and bits;
+# - then run 34e's times (fused90=5's arm only if its suites passed), each section only while
+#   FLASHREF_CALL_BUDGET allows.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_determinism_test" scripts/device-build,
 # and b806fb9's flashref as .device/base-bin.tar.xz (run 34d's header); there:
 #   bash bench/results/2026-12-05-h200-run35a/call.sh, carrying .device (timeout_s 600).
-# (fused90=5 too: its producer's converter with one float4 in flight, after the table of
-# perf-notes' "fused90=5, one float4 at a time".)
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
