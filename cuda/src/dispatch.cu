@@ -42,7 +42,7 @@ DqStrategy dq_strategy(Family family, bool deterministic, long long S_k) {
 
 // Whether the sm90 ordered fused kernels store their first dQ add, so that the preprocess leaves
 // their accumulator as it is: the tuning variants fused90=5 and 6 (kernels/sm90/launch.cuh's
-// backward_16bit, bwd_dkdv.cuh's BwdTraitsDqFirstStore), until a GPU has run them.
+// backward_16bit, bwd_dkdv.cuh's BwdTraitsDqFirstStore), until run 35a has passed and timed them.
 static bool dq_first_store() {
   return kTuningVariants && (tune().fused90 == 5 || tune().fused90 == 6);
 }

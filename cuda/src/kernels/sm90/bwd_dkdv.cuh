@@ -52,7 +52,7 @@ namespace flashref::cuda::kernels::sm90 {
 // memory (args.dq_accum, scaled and converted by bwd_dq_postprocess_kernel after) with the TMA's
 // bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks ordered by a
 // semaphore per 64-row tile (args.dq_semaphore): the same bits on every run. With
-// kDqFirstStore (BwdTraitsDqFirstStore, a tuning variant until a GPU has run it) its first add,
+// kDqFirstStore (BwdTraitsDqFirstStore, a tuning variant for now) its first add,
 // key tile 0's, is a TMA store and the preprocess does not zero its accumulator (a tile no key
 // tile sees keeps a semaphore of 0, and the postprocess writes its zeros); otherwise the
 // accumulator is zeroed by the preprocess, as kDqAtomic's always is.
@@ -247,8 +247,8 @@ struct BwdTraitsStoreDkvByTma : Base {
 // tensor store of the whole tile (tmap_dq_accum, launch.cuh's dq_accum_map): run 34g ran it as
 // a plain bulk copy, the same bits as b806fb9's on 450 problems, but initcheck, blind to that
 // copy's writes, flagged every read of the tiles it wrote. Tuning variants
-// (FLASHREF_CUDA_TUNE fused90=5 and 6, dispatch.cu's dq_first_store), written on 2026-12-05 with
-// no GPU lent; the default once a GPU has run the suites and the bits on it.
+// (FLASHREF_CUDA_TUNE fused90=5 and 6, dispatch.cu's dq_first_store) until the tensor store has
+// passed initcheck on a GPU and been timed (run 35a); then the default.
 template <typename Base>
 struct BwdTraitsDqFirstStore : Base {
   static constexpr bool kDqFirstStore = true;
