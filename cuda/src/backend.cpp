@@ -272,7 +272,6 @@ class CudaBackend final : public Backend {
       a.dq_semaphore = reinterpret_cast<int*>(a.dq_accum + fused.accum_floats);
     if (fused.tile_counters > 0)
       a.tile_counter = reinterpret_cast<int*>(a.dq_accum + fused.accum_floats) + fused.semaphores;
-    if (fused.tile_counters > 1) a.dq_convert_counter = a.tile_counter + 1;
     try {
       launch_backward(a, family, p.dtype, params.options.stream);
     } catch (...) {

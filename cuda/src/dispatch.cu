@@ -40,19 +40,15 @@ DqStrategy dq_strategy(Family family, bool deterministic, long long S_k) {
                                                  : DqStrategy::separate_pass;
 }
 
-// Whether the sm90 ordered fused kernels store their first dQ add, so that the preprocess leaves
-// their accumulator as it is: the tuning variants fused90=5 and 6 (kernels/sm90/launch.cuh's
-// backward_16bit, bwd_dkdv.cuh's BwdTraitsDqFirstStore), until run 35a has passed and timed them.
-static bool dq_first_store() {
-  return kTuningVariants && (tune().fused90 == 5 || tune().fused90 == 6);
+bool dq_first_store() {
+  return !(kTuningVariants && (tune().fused90 == 1 || tune().fused90 == 2));
 }
 
 FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy) {
   if (strategy == DqStrategy::separate_pass) return {};
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   const bool ordered = strategy == DqStrategy::fused_ordered;
-  return {rows * compiled_head_dim(args.d), ordered ? rows / kernels::kDqTileRows : 0,
-          ordered ? 2 : 1};
+  return {rows * compiled_head_dim(args.d), ordered ? rows / kernels::kDqTileRows : 0, 1};
 }
 
 namespace {
@@ -114,9 +110,18 @@ void run_preprocess(const kernels::AttnArgs& args, cudaStream_t stream, const ch
       static_cast<unsigned>((rows + kernels::kPreprocessRows - 1) / kernels::kPreprocessRows);
   if (grid == 0) return;
   // The accumulator is zeroed here unless the ordered adds store their first (dq_first_store).
-  const bool zero_accum =
-      args.dq_accum != nullptr && !(args.dq_semaphore != nullptr && dq_first_store());
-  const int accum_cols = zero_accum ? compiled_head_dim(args.d) : 0;
+  // Then poison90=1 fills it with NaN instead: a tile the postprocess reads that the kernel did
+  // not write makes dQ NaN, which every check of dQ fails (the test of the claim launch.cuh
+  // makes to initcheck, which cannot see the kernel's stores).
+  const bool stored_first =
+      args.dq_accum != nullptr && args.dq_semaphore != nullptr && dq_first_store();
+  const int accum_cols = args.dq_accum != nullptr && !stored_first ? compiled_head_dim(args.d) : 0;
+  if (stored_first && tune().poison90 == 1)
+    check_cuda(
+        cudaMemsetAsync(args.dq_accum, 0xff,
+                        static_cast<std::size_t>(rows) * compiled_head_dim(args.d) * sizeof(float),
+                        stream),
+        "poisoning the dQ accumulator (FLASHREF_CUDA_TUNE poison90=1)");
   const std::string label = std::string("bwd_preprocess<") + name + ">";
   const auto kernel = kernels::bwd_preprocess_kernel<Element>;
   configure_kernel(reinterpret_cast<const void*>(kernel), 0, label);

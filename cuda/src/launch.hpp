@@ -26,11 +26,14 @@ enum class DqStrategy { separate_pass, fused_ordered, fused_atomic };
 // measurements).
 DqStrategy dq_strategy(Family family, bool deterministic, long long S_k);
 // The fused strategies' workspace: the accumulator's floats, the ordering counters (ints) and
-// the persistent kernel's tile counter (one int; the ordered kernel's second one counts the
-// query tiles its warps convert, when it converts dQ itself), all zeroed by launch_backward's
-// preprocess but the ordered kernel's accumulator, whose first add stores.
+// the persistent kernel's tile counter (one int), all zeroed by launch_backward's preprocess but
+// the accumulator where the ordered adds store their first (dq_first_store).
 struct FusedDqWorkspace {
   long long accum_floats = 0, semaphores = 0, tile_counters = 0;
 };
 FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy strategy);
+// Whether the sm90 ordered fused kernel that runs stores its first dQ add (kernels/sm90/
+// bwd_dkdv.cuh's kDqFirstStore), so that the preprocess leaves its accumulator as it is: the
+// default's; not fused90=1 or 2's kernels (tuning builds).
+bool dq_first_store();
 }  // namespace flashref::cuda

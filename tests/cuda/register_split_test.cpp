@@ -25,7 +25,7 @@ TEST(RegisterSplit, TheKernelsSplitsFitExactly) {
 }
 
 TEST(RegisterSplit, ASplitPastTheLaunchIsRefused) {
-  // fused90=5's 64 + 2 x 224 = 512 against 3 x 168 = 504: the register file's 65,536 would take
+  // Run 34g's hang, 64 + 2 x 224 = 512 against 3 x 168 = 504: the register file's 65,536 would take
   // it, the launch's 64,512 does not.
   EXPECT_FALSE(setmaxnreg_fits(64, 224, 2));
   EXPECT_FALSE(setmaxnreg_fits(24, 248, 2));

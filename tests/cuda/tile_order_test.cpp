@@ -1,19 +1,15 @@
 // The sm90 kernels' tile order (cuda/src/kernels/common/tile_order.hpp): sections of heads
-// whose other side fits in L2, and the persistent forward's grid that keeps its snake level;
-// and the ordered fused backward's dQ tiles (cuda/src/kernels/sm90/dq_tiles.hpp): how many key
-// tiles add to each, and the order its warps convert them in. Host logic only: the decode is
-// the one the kernels run, replayed here.
+// whose other side fits in L2, and the persistent forward's grid that keeps its snake level.
+// Host logic only: the decode is the one the kernels run, replayed here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "kernels/common/tile_order.hpp"
-#include "kernels/sm90/dq_tiles.hpp"
 
 namespace flashref::cuda::kernels {
 namespace {
@@ -126,75 +122,6 @@ TEST(CudaTileOrder, ShortSequencesGetSectionsThatFitInL2) {
   EXPECT_LE(d128.section * 16384 * 128 * 4, kBudget);
   EXPECT_EQ((2 * d128.grid) % d128.section, 0);
   EXPECT_EQ(128 % (2 * d128.grid / d128.section), 0);
-}
-
-// The key tiles whose walk includes a query step, counted the way the dK/dV kernel walks them
-// (KeyTileSteps: every query tile without a mask; with one, from causal_query_tiles_begin of
-// the key tile's first key on), against dq_adders' closed form: top-left and bottom-right,
-// S_q above and below S_k, partial tiles, both step heights.
-template <int kBlockM>
-void expect_adders_match_the_walks() {
-  constexpr int kBlockN = 128;
-  for (int s_q : {1, 63, 64, 65, 200, 1000, 1024, 1500})
-    for (int s_k : {1, 100, 128, 129, 1000, 1100, 2048})
-      for (int mask = 0; mask < 3; ++mask) {
-        AttnArgs a;
-        a.S_q = s_q;
-        a.S_k = s_k;
-        a.causal = mask > 0;
-        a.causal_offset = mask == 2 ? s_k - s_q : 0;
-        const int m_tiles = (s_q + kBlockM - 1) / kBlockM, n_blocks = (s_k + kBlockN - 1) / kBlockN;
-        for (int step = 0; step < m_tiles; ++step) {
-          int walks = 0;
-          for (int j = 0; j < n_blocks; ++j) {
-            const long long first_q = static_cast<long long>(j) * kBlockN - a.causal_offset;
-            const int begin = !a.causal || first_q <= 0 ? 0
-                              : first_q >= s_q          ? m_tiles
-                                                        : static_cast<int>(first_q / kBlockM);
-            walks += begin <= step;
-          }
-          ASSERT_EQ((sm90::dq_adders<kBlockM, kBlockN>(a, step)), walks)
-              << "S_q " << s_q << ", S_k " << s_k << ", mask " << mask << ", step " << step;
-        }
-      }
-}
-
-TEST(CudaDqTiles, TheAddersOfAQueryStepAreTheKeyTilesWhoseWalkIncludesIt) {
-  expect_adders_match_the_walks<64>();
-  expect_adders_match_the_walks<128>();
-}
-
-// The conversions take every (batch, head, 64-row tile) once, whatever the sections, and under
-// a causal mask a pair's query tiles come in ascending order (the order the diagonals complete
-// them), without one descending.
-TEST(CudaDqTiles, TheConversionOrderTakesEveryTileOnceInItsWalksOrder) {
-  for (int causal : {0, 1})
-    for (int section : {0, 1, 3, 5}) {
-      AttnArgs a;
-      a.B = 2;
-      a.H_kv = 3;
-      a.group = 2;
-      a.H = a.H_kv * a.group;
-      a.S_q = 300;  // 5 tiles of 64 rows, the last one partial
-      a.causal = causal;
-      a.tile_section = section;
-      const int m_tiles = 5, total = m_tiles * a.B * a.H;
-      std::set<std::tuple<int, int, int>> seen;
-      std::vector<int> last_row(a.B * a.H, -1);
-      for (int c = 0; c < total; ++c) {
-        const sm90::DqTile t = sm90::dq_convert_tile(a, c);
-        ASSERT_GE(t.row_tile, 0);
-        ASSERT_LT(t.row_tile, m_tiles);
-        ASSERT_LT(t.b, a.B);
-        ASSERT_LT(t.h, a.H);
-        EXPECT_TRUE(seen.insert({t.b, t.h, t.row_tile}).second) << "conversion " << c;
-        const int rank = causal ? t.row_tile : m_tiles - 1 - t.row_tile;
-        int& before = last_row[t.b * a.H + t.h];
-        EXPECT_GT(rank, before) << "conversion " << c << ", section " << section;
-        before = rank;
-      }
-      EXPECT_EQ(static_cast<int>(seen.size()), total);
-    }
 }
 
 }  // namespace

@@ -55,9 +55,6 @@ struct AttnArgs {
   // The sm90 fused backward's workspace too: the count of key tiles its persistent blocks
   // have taken (zeroed by the preprocess; each block takes the next with an atomic add).
   int* tile_counter = nullptr;
-  // The ordered kernel's too: the count of query tiles its warps have taken to convert, when it
-  // converts dQ itself (kernels/sm90/bwd_dq_convert.cuh; zeroed by the preprocess).
-  int* dq_convert_counter = nullptr;
 };
 
 }  // namespace flashref::cuda::kernels

@@ -101,7 +101,6 @@ __global__ void __launch_bounds__(kPreprocessWarps * 32)
     if (args.dq_semaphore != nullptr && r % kDqTileRows == 0)
       args.dq_semaphore[row / kDqTileRows] = 0;
     if (args.tile_counter != nullptr && row == 0) *args.tile_counter = 0;
-    if (args.dq_convert_counter != nullptr && row == 0) *args.dq_convert_counter = 0;
   }
   if (accum_cols > 0) {
     float4* accum = reinterpret_cast<float4*>(args.dq_accum + row * accum_cols);

@@ -101,7 +101,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 }
 
 // Benchmarking knob: FLASHREF_CUDA_TUNE="fwd=N,dq=N,dkdv=N,fwd90=N,f32=N,f32bwd=N,bwd90=N,
-// order90=N,fused90=N,grid90=N" picks the rejected d = 64 alternatives of
+// order90=N,fused90=N,grid90=N,poison90=N" picks the rejected d = 64 alternatives of
 // kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32
 // float32 kernels' at d = 128, fwd 1 and dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7,
 // 12, 15, kernels/sm90/configs.hpp; 13, 14 and 16-19, the 3xTF32 forward's halves; 20 d = 64's
@@ -117,19 +117,21 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // and 6 the rule that keeps one section where a wave holds a few tiles of each head or more,
 // dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh), the sm90 fused backward's
 // kernels (fused90: 1 a grid of a block per key tile with dQ's product in step, 2 the
-// persistent grid with dQ's product in step, instead of deferred a step; 3 and 4 the deferred
-// kernels with dK and dV stored by the TMA, or staged, at every S; kernels/sm90/configs.hpp; 6
-// the ordered kernels storing their first dQ add into an accumulator not zeroed, 5 the same
-// converting dQ themselves at d = 128, kernels/sm90/bwd_dkdv.cuh and bwd_dq_convert.cuh) and
-// the persistent backward's grid (grid90: at most N blocks, so that the suites' small problems run
-// many tiles a block). Read once; unknown keys and values fall back to 0.
+// persistent grid with dQ's product in step, instead of deferred a step, both adding into a
+// zeroed accumulator; 3 and 4 the deferred kernels with dK and dV stored by the TMA, or staged,
+// at every S; kernels/sm90/configs.hpp), the persistent backward's grid (grid90: at most N
+// blocks, so that the suites' small problems run many tiles a block), and a check, not a
+// variant (poison90: 1 fills the ordered fused backward's dQ accumulator with NaN before the
+// kernel that stores its first adds, dispatch.cu, so that a tile read unwritten reaches dQ).
+// Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
 // Without it, asking for one (every non-zero value above except f32=1, fwd90=7 and fused90=4,
 // which pick among the default kernels, f32bwd=6-9, the default's float32 backward or ffma's,
-// bwd90=1, order90 and grid90) is an error that says so, never a quiet fall back to the default.
+// bwd90=1, order90, grid90 and poison90) is an error that says so, never a quiet fall back to the
+// default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif
@@ -140,9 +142,9 @@ struct Tune {
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2, 3 /2; 4 test; 5, 6 wave
   int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step,
-                    // 3, 4 dK and dV stored by the TMA, staged, at every S; 6 the first dQ
-                    // add stored, 5 that and dQ converted by the ordered kernel
+                    // 3, 4 dK and dV stored by the TMA, staged, at every S
   int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
+  int poison90 = 0;  // 1: the ordered fused backward's dQ accumulator filled with NaN first
 };
 inline const Tune& tune() {
   static const Tune t = [] {
@@ -165,8 +167,9 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 9);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 6);
+    read("fused90", r.fused90, 4);
     read("grid90", r.grid90, 1 << 20);
+    read("poison90", r.poison90, 1);
     return r;
   }();
   if constexpr (!kTuningVariants) {

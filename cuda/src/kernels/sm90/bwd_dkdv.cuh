@@ -39,7 +39,6 @@
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm90/bwd_common.cuh"
-#include "kernels/sm90/bwd_dq_convert.cuh"
 #include "kernels/sm90/hopper.cuh"
 #include "kernels/sm90/stage_rows.cuh"
 #include "kernels/sm90/wgmma.cuh"
@@ -52,12 +51,11 @@ namespace flashref::cuda::kernels::sm90 {
 // memory (args.dq_accum, scaled and converted by bwd_dq_postprocess_kernel after) with the TMA's
 // bulk reduction. kDqOrdered adds them in ascending key tile order, the blocks ordered by a
 // semaphore per 64-row tile (args.dq_semaphore): the same bits on every run. With
-// kDqFirstStore (BwdTraitsDqFirstStore, a tuning variant for now) its first add,
-// key tile 0's, is a TMA store and the preprocess does not zero its accumulator (a tile no key
-// tile sees keeps a semaphore of 0, and the postprocess writes its zeros); otherwise the
-// accumulator is zeroed by the preprocess, as kDqAtomic's always is.
-// kDqAtomic adds them in whatever order the blocks reach them: not reproducible, and faster.
-// Which one runs where: dispatch.cu, dq_strategy.
+// kDqFirstStore (BwdTraitsDqFirstStore, the default's) its first add, key tile 0's, is a TMA store
+// and the preprocess does not zero its accumulator (a tile no key tile sees keeps a semaphore of 0,
+// and the postprocess writes its zeros); otherwise the accumulator is zeroed by the preprocess, as
+// kDqAtomic's always is. kDqAtomic adds them in whatever order the blocks reach them: not
+// reproducible, and faster. Which one runs where: dispatch.cu, dq_strategy.
 enum DqMode : int { kDqPass = 0, kDqOrdered = 1, kDqAtomic = 2 };
 
 template <typename Element_, int kD_, int kStages_, int kDqMode_, int kBlockM_ = 64,
@@ -135,9 +133,7 @@ struct BwdDkvTraitsOf {
   static constexpr int kDsSets = kDqDeferred ? 2 : 1;
   // Whether dK and dV may leave by the TMA (BwdTraitsStoreDkvByTma below).
   static constexpr bool kStoreDkvByTma = false;
-  // Whether the kernel's warps convert dQ out of the accumulator (BwdTraitsConvertDq below),
-  // and whether the ordered adds' first is a store (BwdTraitsDqFirstStore below).
-  static constexpr bool kConvertDq = false;
+  // Whether the ordered adds' first is a store (BwdTraitsDqFirstStore below).
   static constexpr bool kDqFirstStore = false;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
@@ -244,33 +240,17 @@ struct BwdTraitsStoreDkvByTma : Base {
 // key tile sees: a row's visible keys are a prefix of the keys) is a store, so that the
 // preprocess need not zero the accumulator (268 MB at S = 1k, d = 128: half its 136 us, run 31a).
 // The postprocess writes zeros for a tile no key tile saw (semaphore 0). The store is the TMA's
-// tensor store of the whole tile (tmap_dq_accum, launch.cuh's dq_accum_map): run 34g ran it as
-// a plain bulk copy, the same bits as b806fb9's on 450 problems, but initcheck, blind to that
-// copy's writes, flagged every read of the tiles it wrote. Tuning variants
-// (FLASHREF_CUDA_TUNE fused90=5 and 6, dispatch.cu's dq_first_store) until the tensor store has
-// passed initcheck on a GPU and been timed (run 35a); then the default.
+// tensor store of the whole tile (tmap_dq_accum, launch.cuh's dq_accum_map). compute-sanitizer's
+// initcheck sees neither that store nor a plain bulk copy as a write (runs 34g and 35a: every
+// read of every stored tile flagged), so launch.cuh marks the accumulator initialized for it
+// once the kernel is queued, and the poison check (FLASHREF_CUDA_TUNE poison90=1, dispatch.cu)
+// is what tests that claim: the accumulator filled with NaN first, so a tile read unwritten
+// reaches dQ. The ordered kernels' default since run 35a (configs.hpp); fused90=1 and 2 add
+// into a zeroed accumulator as before (dispatch.cu, dq_first_store).
 template <typename Base>
 struct BwdTraitsDqFirstStore : Base {
   static constexpr bool kDqFirstStore = true;
   static_assert(Base::kDqMode == kDqOrdered, "the first add is known in the ordered kernels");
-};
-// The ordered persistent kernel converting dQ itself (kernels/sm90/bwd_dq_convert.cuh): no
-// postprocess kernel after it. A tuning variant (FLASHREF_CUDA_TUNE fused90=5), written on
-// 2026-12-05 with no GPU lent, for the 105 us the conversion took at S = 1k, d = 128 (run 31a).
-template <typename Base>
-struct BwdTraitsConvertDq : Base {
-  static constexpr bool kConvertDq = true;
-  // The producer warps' float4 loads in flight a lane. With 4, at the base's 56 / 224, ptxas
-  // serialized both d = 128 kernels' wgmmas (C7512, "insufficient register resources") and the
-  // d = 64 consumers spilled 4 and 28 bytes; with 1 (or 2) neither d spills and only the
-  // d = 128 kernel with the TMA's epilogue is serialized, so at d = 128 fused90=5 runs the
-  // staged one (launch.cuh). No other split that setmaxnreg can give helps at 4: 72 / 216,
-  // 64 / 216, 56 / 216 and 80 / 208 serialize both d's and spill 600-1,400 bytes; 48 / 224
-  // serializes d = 128 and spills 20-56 bytes; 64 / 224 compiled clean but overcommits the
-  // block's registers by 1,024, and hung (run 34g; ptxas, 2026-12-05).
-  static constexpr int kProducerConvertBatch = 1;
-  static_assert(Base::kDqMode == kDqOrdered && Base::kPersistent,
-                "a tile is complete when its semaphore says so: the ordered persistent kernels");
 };
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
@@ -388,12 +368,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   if (wg == 0) {  // the producer
     setmaxnreg_dec<T::kProducerRegs>();
-    if constexpr (T::kConvertDq) {  // the idle warp converts dQ from the start
-      if (tid / 32 == 3) {
-        convert_dq_tiles<kD, kBlockM, kBlockN, T::kProducerConvertBatch>(args, tid % 32);
-        return;
-      }
-    }
     if (tid == 0) {
       for (int n = 0, steps = 0;; ++n) {
         int index = static_cast<int>(blockIdx.x);
@@ -514,10 +488,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
         bulk_wait_complete();
       }
-    }
-    if constexpr (T::kConvertDq) {  // each warp once its thread's part is done
-      __syncwarp();
-      convert_dq_tiles<kD, kBlockM, kBlockN, T::kProducerConvertBatch>(args, tid % 32);
     }
     return;
   }
@@ -878,7 +848,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if constexpr (T::kDqDeferred) {
     if (c == 0) named_bar_sync(10, 256);  // consumer 1's last turn passed
   }
-  if constexpr (T::kConvertDq) convert_dq_tiles<kD, kBlockM, kBlockN, 8>(args, lane);
 }
 
 }  // namespace flashref::cuda::kernels::sm90

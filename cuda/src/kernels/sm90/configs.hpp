@@ -256,6 +256,11 @@ struct BwdConfig;
 // On short walks the ordered kernel stores dK and dV by the TMA (BwdTraitsStoreDkvByTma), so
 // that a persistent block's next K_j and V_j load under the stores: fused_bwd_store_by_tma
 // below.
+// The ordered kernels store their first dQ add (BwdTraitsDqFirstStore, bwd_dkdv.cuh), so that
+// the preprocess need not zero the accumulator. Run 35a (bench/results/2026-12-05-h100-run35a,
+// H100, `flashref bench` backward, causal, ms, zeroed -> stored): S = 1k (B 32) d = 128 1.228
+// -> 1.094, d = 64 0.710 -> 0.637; 2k d = 128 1.756 -> 1.634; 16k (B 1) d = 128 5.196 -> 4.920;
+// the same bits on 450 problems (scripts/cuda-bits against b806fb9).
 // fused90=2 runs the in-step kernels (InStepOrdered, InStepAtomic) persistent, fused90=1 on a
 // grid of a block per key tile (OtherOrdered, OtherAtomic), fused90=3 the kernels with dK and
 // dV stored by the TMA at every S (TmaOrdered, TmaAtomic), fused90=4 the staged epilogue at
@@ -265,8 +270,10 @@ struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
   using Dkv = BwdDkvTraits<Element, 64, 3>;
   // dQ deferred, two stages (room for the second dS set): ordered with two writers on one dQ
-  // set (run 29e, run 30a), atomic with one writer (run 29c-d).
-  using FusedOrdered = BwdFusedRowsDeferredSharedTraits<Element, 64, 2, kDqOrdered>;
+  // set (run 29e, run 30a) storing their first add (run 35a), atomic with one writer (run
+  // 29c-d).
+  using FusedOrdered =
+      BwdTraitsDqFirstStore<BwdFusedRowsDeferredSharedTraits<Element, 64, 2, kDqOrdered>>;
   using FusedAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
@@ -282,7 +289,7 @@ template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
-  using FusedOrdered = BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>;
+  using FusedOrdered = BwdTraitsDqFirstStore<BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>>;
   using FusedAtomic = BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;

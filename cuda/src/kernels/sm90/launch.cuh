@@ -10,12 +10,15 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "family.hpp"
 #include "flashref/dtype.hpp"
 #include "flashref/error.hpp"
+#include "initcheck_marks.hpp"
 #include "instances.hpp"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/tile_order.hpp"
@@ -435,6 +438,10 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   const long long section =
       key_tile_section(args, T::kD, 1, kernels::sm90::fused_bwd_wave_tiles(T::kD), true);
   const bool ordered = T::kDqMode == kernels::sm90::kDqOrdered;
+  if (ordered && T::kDqFirstStore != dq_first_store())
+    throw std::logic_error(
+        "cuda backend: the ordered fused backward's first dQ add and the preprocess disagree on "
+        "who zeroes the accumulator (dispatch.cu, dq_first_store)");
   if (T::kPersistent && args.tile_counter == nullptr)
     throw Unsupported(
         "cuda backend: the persistent fused backward needs its tile counter in the workspace "
@@ -452,11 +459,15 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
       stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk, out.dv,
       dq_accum_map<T>(args));
   const long long tiles = rows / kernels::kDqTileRows;
-  if (tiles > 0 && !T::kConvertDq) {
-    if constexpr (T::kDqFirstStore)
+  if (tiles > 0) {
+    if constexpr (T::kDqFirstStore) {
+      // The tiles it reads were stored by the TMA, which initcheck does not see; poison90=1
+      // (dispatch.cu's preprocess) is the check that they were.
+      mark_initialized_for_initcheck(
+          args.dq_accum, static_cast<std::size_t>(rows) * T::kD * sizeof(float), stream);
       launch_kernel(kernels::sm90::bwd_dq_postprocess_first_store_kernel<T::kD>,
                     static_cast<unsigned>(tiles), 128, 0, args, stream, "bwd_dq_postprocess");
-    else
+    } else
       launch_kernel(kernels::sm90::bwd_dq_postprocess_kernel<T::kD>, static_cast<unsigned>(tiles),
                     128, 0, args, stream, "bwd_dq_postprocess");
   }
@@ -505,29 +516,6 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
       if (tune().fused90 == 3)  // dK and dV stored by the TMA at every S (run 31b)
         return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                        typename Config::TmaAtomic>(args, stream);
-      // fused90=6: the ordered kernels storing their first dQ add (BwdTraitsDqFirstStore; the
-      // preprocess then leaves the accumulator as it is, dispatch.cu's dq_first_store); 5: the
-      // same converting dQ themselves (BwdTraitsConvertDq), at d = 128 with the staged
-      // epilogue at every S (with the TMA's, ptxas serializes its wgmmas for want of registers).
-      if (tune().fused90 == 5 || tune().fused90 == 6) {
-        using kernels::sm90::BwdTraitsConvertDq;
-        using kernels::sm90::BwdTraitsDqFirstStore;
-        using kernels::sm90::BwdTraitsStoreDkvByTma;
-        using Stored = BwdTraitsDqFirstStore<typename Config::FusedOrdered>;
-        using Atomic = typename Config::FusedAtomic;
-        if (tune().fused90 == 5) {
-          if constexpr (kD == 64) {
-            if (by_tma)
-              return backward_fused_as_asked<
-                  kDtype, BwdTraitsConvertDq<BwdTraitsStoreDkvByTma<Stored>>, Atomic>(args, stream);
-          }
-          return backward_fused_as_asked<kDtype, BwdTraitsConvertDq<Stored>, Atomic>(args, stream);
-        }
-        if (by_tma)
-          return backward_fused_as_asked<kDtype, BwdTraitsStoreDkvByTma<Stored>, Atomic>(args,
-                                                                                         stream);
-        return backward_fused_as_asked<kDtype, Stored, Atomic>(args, stream);
-      }
     }
     // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
     // suites' small problems run the kernel of the long walks (scripts/device-run).

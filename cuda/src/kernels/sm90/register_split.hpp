@@ -15,7 +15,7 @@ constexpr int launch_regs(int threads) {
 // Whether a block of one producer and `consumers` consumer warpgroups can share its registers
 // so. setmaxnreg moves registers only among the block's own warps, which hold what the launch
 // gave them; a warpgroup asking for more than the others gave back waits in setmaxnreg.inc for
-// ever. ptxas does not check it: fused90=5 compiled with 64 + 2 x 224 (512 > 3 x 168) hung on
+// ever. ptxas does not check it: a kernel compiled with 64 + 2 x 224 (512 > 3 x 168) hung on
 // the GPU (run 34g).
 constexpr bool setmaxnreg_fits(int producer_regs, int consumer_regs, int consumers) {
   return producer_regs + consumers * consumer_regs <=

@@ -15,7 +15,7 @@
 #   FLASHREF_CALL_BUDGET allows.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_determinism_test" scripts/device-build,
 # and b806fb9's flashref as .device/base-bin.tar.xz (run 34d's header); there:
-#   bash bench/results/2026-12-05-h200-run35a/call.sh, carrying .device (timeout_s 600).
+#   bash bench/results/2026-12-05-h100-run35a/call.sh (it ran on an H100), carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
