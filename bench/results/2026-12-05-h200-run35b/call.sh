@@ -7,7 +7,8 @@
 #   short walks' kernel; memcheck, racecheck (where fused90=5 raced), synccheck;
 # - the suites' problems poisoned, on the default and on the fused kernel everywhere (bwd90=1),
 #   `verify` poisoned, determinism, the bits against b806fb9's fused kernel;
-# - then the goal's table (bench/interleaved.py) through the Python package built there.
+# - then the goal's table (bench/interleaved.py) through the Python package built there, and
+#   float32's d = 128 backward with f32bwd=2 beside the default while time is left.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_determinism_test" scripts/device-build
 # and b806fb9's flashref as .device/base-bin.tar.xz; there: bash
 # bench/results/2026-12-05-h200-run35b/call.sh, carrying .device (timeout_s 600).
@@ -51,4 +52,11 @@ lim=$((585 - SECONDS)); ((lim > 240)) && lim=240
 t0=$SECONDS
 (cd bench && PYTHONPATH=$site timeout $lim python3 interleaved.py --out $OUT/interleaved.json --configs $configs) > $OUT/interleaved.log 2>&1
 echo "interleaved rc=$? $((SECONDS-t0))s"; grep "^|" $OUT/interleaved.log | tail -22
+# Float32's backward at d = 128 with f32bwd=2 (the (2, 2) groups, spill-free since 2026-12-05)
+# beside the default, alternating, while the call has time (run 34e's section, never reached).
+for tune in - f32bwd=2 - f32bwd=2 - f32bwd=2; do
+  ((SECONDS < 570)) || break
+  t=$tune; [[ $t == - ]] && t=""
+  echo "bench f32 d128 backward [$t] $(FLASHREF_CUDA_TUNE=$t timeout 20 $fr bench --backends cuda --dtype f32 --backward --reps 10 --warmup 2 --json --shape 1,1,16384,16384,128 --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
+done
 date -u
