@@ -342,7 +342,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_init(bar_dq_empty(u), 1);
       }
     }
-    if constexpr (T::kPersistent) mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqWriters);
+    // With the TMA's epilogue, each consumer's storing thread arrives once more (below).
+    if constexpr (T::kPersistent)
+      mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqWriters +
+                                  (T::kStoreDkvByTma ? T::kConsumers : 0));
     mbar_init_fence();
   }
   __syncthreads();
@@ -817,6 +820,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       stage_rows<Element, kD, kBlockN>(sV, acc_dv, dv_mul, c * 64, warp, lane);
       fence_proxy_async_shared();
       named_bar_sync(2 + c, 128);
+      // Every thread arrives for itself, being done with the tile's index and its staging, and
+      // the storing thread once more when the TMA has read the rows the next K_j and V_j load
+      // over. (One arrival counting 128 for the warpgroup, after the barrier, orders the same
+      // accesses, but racecheck credits an arrival to its own thread alone: it reported the
+      // producer's next index as written over the other threads' read, run 35b.)
+      mbar_arrive(bar_kv_empty);
       if (ctid % 128 == 0) {
 #pragma unroll
         for (int cb = 0; cb < kD / kBlockCols; ++cb) {
@@ -825,7 +834,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           tma_store_4d(&tmap_dv, sV + rows, cb * kBlockCols, n0 + c * 64, w.h_kv, w.b);
         }
         bulk_wait_read();  // K_j's and V_j's rows read: the next tile's may load over them
-        mbar_arrive_count(bar_kv_empty, 128);
+        mbar_arrive(bar_kv_empty);
       }
     } else {
       float* sOut = reinterpret_cast<float*>(base_ptr);

@@ -66,13 +66,15 @@ struct BwdDkv3xTf32Traits {
   static constexpr int kSmemBytes = kTileBytes + kSwizzleAtom + 8 * (1 + 2 * kStages);
   static constexpr Tf32Split kSplit = Tf32Split::rounded_finite;
   // Two groups of each product are in flight, each with its A fragments live: at d = 128,
-  // groups of 4 k-steps spilled 104 bytes, of 2 k-steps in S and dP 8 (ptxas, 255 registers);
-  // 1 in S and dP and 2 in dV and dK take 250 registers and spill nothing.
-  static constexpr int kScoreGroupSteps = kScoreSteps_ > 0 ? kScoreSteps_ : (kD == 128 ? 1 : 4);
+  // groups of 4 k-steps spilled 104 bytes (ptxas, 255 registers); 2 in S and dP and 2 in dV and
+  // dK spilled 8 until the epilogue formed its indices late (below), and are d = 128's default
+  // since run 35b: its backward 4.25-4.26 ms against 4.49-4.51 for (1, 2), -5% (H100, S = 16k,
+  // causal; run 34a -5% on the H200 with the spill).
+  static constexpr int kScoreGroupSteps = kScoreSteps_ > 0 ? kScoreSteps_ : (kD == 128 ? 2 : 4);
   static constexpr int kGradGroupSteps = kGradSteps_ > 0 ? kGradSteps_ : (kD == 128 ? 2 : 4);
   // Whether the epilogue forms its indices again (opaque) rather than keep them from before the
   // main loop: at d = 128 with score groups of 2 k-steps or more, ptxas spilled them at 255
-  // registers ((2, 2): 8 bytes, the whole of its spill). The others keep their code as it was.
+  // registers ((2, 2): 8 bytes, the whole of its spill). d = 64 keeps its code as it was.
   static constexpr bool kLateStoreIndices = kD == 128 && kScoreGroupSteps > 1;
   static_assert(kD == 64 || kD == 128, "compiled for d = 64 and 128");
   static_assert(kHalfBytes <= kRawBytes, "K_j and V_j land raw in a stage's Q_i and dO_i");

@@ -594,8 +594,8 @@ void launch_bwd_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaS
 // instead (the backward before run 34a, for comparison), 7 the dK/dV pass alone and 8 the dQ
 // pass alone beside ffma's other pass, in any build (6 is the default's both, kept so that the
 // runs before it stay reproducible); in tuning builds f32bwd=2..5 run both with the dK/dV pass's
-// groups summed from zero in other sizes (k-steps of S and dP, of dV and dK): 2 (2, 2),
-// 3 (4, 4), 4 (1, 1), 5 (2, 4).
+// groups summed from zero in other sizes (k-steps of S and dP, of dV and dK): 2 (2, 2), d = 128's
+// default since run 35b, 3 (4, 4), 4 (1, 1), 5 (2, 4).
 template <int kD>
 void backward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
   using kernels::sm90::BwdDkv3xTf32Traits;
