@@ -13,12 +13,21 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   return r;
 }
 
+// TF32's largest finite magnitude (0x7F7FE000): x within 2^-12 of float32's largest rounds past
+// it, to infinity.
+inline constexpr float kTf32Max = 0x1.ffcp127f;
+
 // x (float32 bits) as the 3xTF32 pair big = tf32(x), small = tf32(x - big); x - big is exact
-// in float32, so big + small carries 22 of x's 24 significant bits.
+// in float32, so big + small carries 22 of x's 24 significant bits. big is clamped to kTf32Max,
+// so that such an x still splits into finite halves: unclamped, big was infinite and small NaN,
+// and a product that took them with P = 0 (a masked key's V) came out NaN where the FMA kernels'
+// is finite (CudaFloat32Extremes on sm80_3xtf32, run 35c). The clamp leaves every other x's
+// halves as they were; an infinite or NaN x still reaches the products through small.
 __device__ __forceinline__ void split_tf32(uint32_t& big, uint32_t& small, uint32_t x) {
   const float f = __uint_as_float(x);
-  big = to_tf32(f);
-  small = to_tf32(f - __uint_as_float(big));
+  const float b = fminf(fmaxf(__uint_as_float(to_tf32(f)), -kTf32Max), kTf32Max);
+  big = __float_as_uint(b);
+  small = to_tf32(f - b);
 }
 
 // The same halves for a wgmma operand, in three instructions: big rounded to nearest with ties
@@ -39,7 +48,6 @@ __device__ __forceinline__ void split_tf32_raw_small(uint32_t& big, uint32_t& sm
 // through small (inf - big, NaN).
 __device__ __forceinline__ void split_tf32_raw_small_finite(uint32_t& big, uint32_t& small,
                                                             uint32_t x) {
-  constexpr float kTf32Max = 0x1.ffcp127f;  // 0x7F7FE000
   const float rounded = __uint_as_float((x + 0x1000u) & 0xFFFFE000u);
   const float b = fminf(fmaxf(rounded, -kTf32Max), kTf32Max);
   big = __float_as_uint(b);

@@ -344,8 +344,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
     // With the TMA's epilogue, each consumer's storing thread arrives once more (below).
     if constexpr (T::kPersistent)
-      mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqWriters +
-                                  (T::kStoreDkvByTma ? T::kConsumers : 0));
+      mbar_init(bar_kv_empty,
+                128 * T::kConsumers + T::kDqWriters + (T::kStoreDkvByTma ? T::kConsumers : 0));
     mbar_init_fence();
   }
   __syncthreads();

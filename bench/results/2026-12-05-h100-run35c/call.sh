@@ -13,7 +13,7 @@
 #   b806fb9's fused kernel while time is left.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_determinism_test" scripts/device-build
 # and b806fb9's flashref as .device/base-bin.tar.xz; there: bash
-# bench/results/2026-12-05-run35c/call.sh, carrying .device (timeout_s 600).
+# bench/results/2026-12-05-h100-run35c/call.sh (it ran on an H100), carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
