@@ -170,6 +170,14 @@ TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedFromAThousandKeys) {
   EXPECT_EQ(dq_strategy(Family::sm90, true, 1), DqStrategy::separate_pass);
 }
 
+// The ordered fused kernel's first dQ add is a store by default, so the preprocess leaves its
+// accumulator unzeroed (run 35a: the backward 5-11% faster); the kernels it launches assert the
+// same of their traits (kernels/sm90/launch.cuh, backward_fused).
+TEST(CudaDqStrategy, TheOrderedKernelStoresItsFirstAddByDefault) {
+  if (std::getenv("FLASHREF_CUDA_TUNE") != nullptr) GTEST_SKIP() << "FLASHREF_CUDA_TUNE is set";
+  EXPECT_TRUE(dq_first_store());
+}
+
 TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
   kernels::AttnArgs a;
   a.B = 2;
