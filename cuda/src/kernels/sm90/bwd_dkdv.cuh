@@ -245,7 +245,7 @@ struct BwdTraitsStoreDkvByTma : Base {
 // read of every stored tile flagged), so launch.cuh marks the accumulator initialized for it
 // once the kernel is queued, and the poison check (FLASHREF_CUDA_TUNE poison90=1, dispatch.cu)
 // is what tests that claim: the accumulator filled with NaN first, so a tile read unwritten
-// reaches dQ. The ordered kernels' default since run 35a (configs.hpp); fused90=1 and 2 add
+// reaches dQ. The ordered kernels' default since run 35b (configs.hpp); fused90=1 and 2 add
 // into a zeroed accumulator as before (dispatch.cu, dq_first_store).
 template <typename Base>
 struct BwdTraitsDqFirstStore : Base {
