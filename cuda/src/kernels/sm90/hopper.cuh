@@ -205,9 +205,11 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, ui
 }
 // One box from shared memory into a 3-D tensor map at (c0, c1, c2), as one bulk group of this
 // thread: the ordered dQ's first add, a plain store of a whole accumulator tile, which so needs
-// no zeroed accumulator (bwd_dkdv.cuh). A tensor store, not cp.async.bulk's plain copy:
-// compute-sanitizer's initcheck counts the TMA's tensor stores as writes and not the plain
-// bulk copy's (run 34g), and the default's kernels must pass initcheck.
+// no zeroed accumulator (bwd_dkdv.cuh). Made a tensor store in place of cp.async.bulk's plain
+// copy in the hope that initcheck would count its writes; it counts neither (runs 34g, 35a), so
+// launch.cuh marks the accumulator instead. The plain copy (no map to encode per call, no eighth
+// kernel parameter) would now do as well: the simpler form, once a GPU call has timed it and
+// compared its bits.
 __device__ __forceinline__ void tma_store_3d(const void* tensor_map, uint32_t src, int c0, int c1,
                                              int c2) {
   asm volatile(
