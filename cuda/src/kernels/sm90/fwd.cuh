@@ -75,6 +75,10 @@ struct FwdTraits {
   // kernel after its last tile, or by a kernel of their own launched after it
   // (FwdTraitsRowsAfter; fwd_rows_unfolded.cuh).
   static constexpr bool kRowsInKernel = true;
+  // Whether a consumer whose rows see at most the first kNarrowN keys of a key tile computes
+  // S and P~ V over those alone (FwdTraitsNarrowSteps).
+  static constexpr bool kNarrowSteps = false;
+  static constexpr int kNarrowN = 64;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -133,6 +137,20 @@ struct FwdTraitsTileOverlap : Base {
   static constexpr bool kTileOverlap = true;
   static_assert(Base::kHandTile && !Base::kStoreOByTma,
                 "the overlap needs the next tile's coordinates and O written from registers");
+};
+
+// A consumer whose 64 rows see at most the first 64 keys of a key tile (the upper rows of a tile
+// on the causal diagonal, or the last keys) computes S = Q K^T over those 64 columns (wgmma
+// m64n64, half the product), its softmax over them, and P~ V over their 4 k-steps: the columns
+// left out are masked, P~ = 0 there, so O, m and l are the same numbers (the sums add the same
+// terms in the same order, less the zeros). Such key tiles are the first ones a tile walks (the
+// keys a consumer sees past n0 only grow as n0 falls), so a tile's narrow steps are a prefix of
+// its walk; each step's width is a compile-time constant (a product issued under a run-time
+// condition makes ptxas serialize the wgmma).
+template <typename Base>
+struct FwdTraitsNarrowSteps : Base {
+  static constexpr bool kNarrowSteps = true;
+  static_assert(Base::kBlockN > Base::kNarrowN, "a narrow step is narrower than the key tile");
 };
 
 // The rows marked past the fold's range computed again by a kernel of their own
@@ -309,6 +327,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
   uint32_t q_tile = sQ(0);                                  // the current tile's Q buffer
+  static_assert(!(T::kNarrowSteps && T::kTileOverlap), "narrow steps run without the overlap");
+  constexpr int kNarrowN = T::kNarrowN;
   auto issue_s = [&](float(&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
@@ -321,7 +341,22 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       WgmmaSS<Element, kBlockN>::run(acc_s, a, bk, ks > 0 ? 1 : 0);
     }
   };
+  // A narrow step's S: the first kNarrowN columns, into the first of acc_s.
+  auto issue_s_narrow = [&](float(&acc_s)[kBlockN / 2], int st) {
+    float(&acc_narrow)[kNarrowN / 2] = *reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s);
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
+      const uint64_t a = make_smem_desc(
+          q_tile + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
+          kSwizzleAtom);
+      const uint64_t bk =
+          make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
+      WgmmaSS<Element, kNarrowN>::run(acc_narrow, a, bk, ks > 0 ? 1 : 0);
+    }
+  };
   float acc_o[kD / 2];
+  // O += P~ V_j over the first kk_steps k-steps of 16 keys (a narrow step's P~ is 0 past them).
   auto issue_pv = [&](const uint32_t(&p)[kBlockN / 16][4], int st) {  // O += P~ V_j
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -330,10 +365,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
     }
   };
-  // P~ rounded to the input type, as the A fragments of the P~ V product.
+  auto issue_pv_narrow = [&](const uint32_t(&p)[kBlockN / 16][4], int st) {
+#pragma unroll
+    for (int kk = 0; kk < kNarrowN / 16; ++kk) {
+      const uint64_t bv =
+          make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes), kBlockN * kSwizzleBytes, kSwizzleAtom);
+      WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
+    }
+  };
+  // P~ rounded to the input type, as the A fragments of the P~ V product (of a narrow step: its
+  // first kNarrowN columns, the rest P~ = 0 and never read).
   auto pack_p = [&](uint32_t(&p)[kBlockN / 16][4], const float(&acc_s)[kBlockN / 2]) {
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        p[kk][e] = pack_pair<Element>(acc_s[8 * kk + 2 * e], acc_s[8 * kk + 2 * e + 1]);
+  };
+  auto pack_p_narrow = [&](uint32_t(&p)[kBlockN / 16][4], const float(&acc_s)[kBlockN / 2]) {
+#pragma unroll
+    for (int kk = 0; kk < kNarrowN / 16; ++kk)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         p[kk][e] = pack_pair<Element>(acc_s[8 * kk + 2 * e], acc_s[8 * kk + 2 * e + 1]);
@@ -388,6 +439,23 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto needs_mask_at = [&](int row0, int n0) {
     return n0 + kBlockN > args.S_k ||
            (args.causal && n0 + kBlockN - 1 > static_cast<int64_t>(row0) + args.causal_offset);
+  };
+  // Whether this consumer's rows of the tile at row0 see kNarrowN keys or fewer past n0 (keys
+  // below S_k and, causal, below its last row's limit): a narrow step (FwdTraitsNarrowSteps).
+  // It implies needs_mask_at.
+  auto narrow_at = [&](int row0, int n0) {
+    if constexpr (!T::kNarrowSteps) return false;
+    int64_t end = args.S_k;
+    if (args.causal)
+      end = min64(end, static_cast<int64_t>(row0) + c * 64 + 64 + args.causal_offset);
+    return end - n0 <= kNarrowN;
+  };
+  // Lines 10-12 on a narrow step's kNarrowN columns (the rest are masked: P~ = 0 there).
+  auto narrow_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2],
+                            float(&alpha)[2], const int(&limit)[2], int n) {
+    online_softmax<kNarrowN, T::kFoldScale, true>(*reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s),
+                                                  m, l, alpha, limit, n * kBlockN, t,
+                                                  args.scale_log2);
   };
   // Lines 10-12 on a tile's first key tile n, from m = -inf and l = 0.
   auto first_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2], float(&alpha)[2],
@@ -462,39 +530,83 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         for (int e = 0; e < 4; ++e) p_frag[kk][e] = carried_p[kk][e];
     }
     int n = n_end - 1;
+    // Whether the step before (its P~ V still to issue) was narrow.
+    bool prev_narrow = false;
     if (!T::kTileOverlap || !started) {
       // The first key tile visited: S, softmax and P~ (no P~ V yet).
-      const int st = it % kStages;
-      float acc_s[kBlockN / 2];
-      mbar_wait(bar_k(st), (it / kStages) & 1);
-      take_turn();
-      wgmma_fence();
-      issue_s(acc_s, st);
-      wgmma_commit();
-      pass_turn();
-      release_staged_o();  // the last tile's O, under this product
-      wgmma_wait<0>();
-      fence_registers(acc_s);
-      first_softmax(acc_s, row_m, row_l, alpha, limit, row0, n);
-      pack_p(p_frag, acc_s);
+      auto first_step = [&](auto narrow) {
+        const int st = it % kStages;
+        float acc_s[kBlockN / 2];
+        mbar_wait(bar_k(st), (it / kStages) & 1);
+        take_turn();
+        wgmma_fence();
+        if constexpr (decltype(narrow)::value)
+          issue_s_narrow(acc_s, st);
+        else
+          issue_s(acc_s, st);
+        wgmma_commit();
+        pass_turn();
+        release_staged_o();  // the last tile's O, under this product
+        wgmma_wait<0>();
+        fence_registers(acc_s);
+        if constexpr (decltype(narrow)::value)
+          narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
+        else
+          first_softmax(acc_s, row_m, row_l, alpha, limit, row0, n);
+        if constexpr (decltype(narrow)::value)
+          pack_p_narrow(p_frag, acc_s);
+        else
+          pack_p(p_frag, acc_s);
+      };
+      if constexpr (T::kNarrowSteps) {
+        prev_narrow = narrow_at(row0, n * kBlockN);
+        if (prev_narrow)
+          first_step(std::true_type{});
+        else
+          first_step(std::false_type{});
+      } else {  // (written out: the lambda moved a register in the other kernels' SASS)
+        const int st = it % kStages;
+        float acc_s[kBlockN / 2];
+        mbar_wait(bar_k(st), (it / kStages) & 1);
+        take_turn();
+        wgmma_fence();
+        issue_s(acc_s, st);
+        wgmma_commit();
+        pass_turn();
+        release_staged_o();  // the last tile's O, under this product
+        wgmma_wait<0>();
+        fence_registers(acc_s);
+        first_softmax(acc_s, row_m, row_l, alpha, limit, row0, n);
+        pack_p(p_frag, acc_s);
+      }
     }
-    // Key tile n (below the first), after the product of the one before it.
-    auto visit = [&](int n, auto masked) {
+    // Key tile n (below the first), after the product of the one before it; `narrow` and
+    // `narrow_prev`, the widths of this step and of the one before.
+    auto visit = [&](int n, auto masked, auto narrow, auto narrow_prev) {
       const int st = it % kStages, st_prev = (it - 1) % kStages;
       float acc_s[kBlockN / 2];
       mbar_wait(bar_k(st), (it / kStages) & 1);
       mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
       take_turn();
       wgmma_fence();
-      issue_s(acc_s, st);
+      if constexpr (decltype(narrow)::value)
+        issue_s_narrow(acc_s, st);
+      else
+        issue_s(acc_s, st);
       wgmma_commit();
-      issue_pv(p_frag, st_prev);
+      if constexpr (decltype(narrow_prev)::value)
+        issue_pv_narrow(p_frag, st_prev);
+      else
+        issue_pv(p_frag, st_prev);
       wgmma_commit();
       pass_turn();
       wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
       fence_registers(acc_s);
-      online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value>(
-          acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
+      if constexpr (decltype(narrow)::value)
+        narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
+      else
+        online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value>(
+            acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       wgmma_wait<0>();
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_prev));
@@ -503,10 +615,35 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int i = 0; i < kD / 8; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
-      pack_p(p_frag, acc_s);
+      if constexpr (decltype(narrow)::value)
+        pack_p_narrow(p_frag, acc_s);
+      else
+        pack_p(p_frag, acc_s);
     };
-    for (--n, ++it; n >= 0 && needs_mask(n * kBlockN); --n, ++it) visit(n, std::true_type{});
-    for (; n >= 0; --n, ++it) visit(n, std::false_type{});
+    using Yes = std::true_type;
+    using No = std::false_type;
+    // The narrow steps are a prefix of the walk: a narrow step follows a narrow one.
+    for (--n, ++it; n >= 0 && needs_mask(n * kBlockN); --n, ++it) {
+      if constexpr (T::kNarrowSteps) {
+        if (prev_narrow) {
+          prev_narrow = narrow_at(row0, n * kBlockN);
+          if (prev_narrow)
+            visit(n, Yes{}, Yes{}, Yes{});
+          else
+            visit(n, Yes{}, No{}, Yes{});
+          continue;
+        }
+      }
+      visit(n, Yes{}, No{}, No{});
+    }
+    if constexpr (T::kNarrowSteps) {
+      if (prev_narrow && n >= 0) {  // a full tile after a narrow one
+        visit(n, No{}, No{}, Yes{});
+        --n, ++it;
+        prev_narrow = false;
+      }
+    }
+    for (; n >= 0; --n, ++it) visit(n, No{}, No{}, No{});
     // Every S of the tile has landed: the producer may load the next tile's Q under the last
     // P~ V and the epilogue.
     mbar_arrive(bar_q_empty(qb));
@@ -553,11 +690,28 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       pack_p(carried_p, acc_s_next);  // p_frag's last reader is done
     } else {                          // the last P~ V
       mbar_wait(bar_v(st_last), ((it - 1) / kStages) & 1);
-      wgmma_fence();
-      issue_pv(p_frag, st_last);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_registers(acc_o);
+      if constexpr (T::kNarrowSteps) {
+        auto last_pv = [&](auto narrow) {
+          wgmma_fence();
+          if constexpr (decltype(narrow)::value)
+            issue_pv_narrow(p_frag, st_last);
+          else
+            issue_pv(p_frag, st_last);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_registers(acc_o);
+        };
+        if (prev_narrow)
+          last_pv(Yes{});
+        else
+          last_pv(No{});
+      } else {
+        wgmma_fence();
+        issue_pv(p_frag, st_last);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_registers(acc_o);
+      }
       if constexpr (!T::kStoreOByTma) mbar_arrive(bar_empty(st_last));
     }
 

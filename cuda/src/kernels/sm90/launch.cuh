@@ -276,7 +276,7 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
 // scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
-// with S_q <= 1024, for a positive scale; another value
+// with S_q <= 1024, for a positive scale; 21 and 22, causal, for a positive scale; another value
 // keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
@@ -319,6 +319,18 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
       } else {
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 12>::Traits>(args, stream);
       }
+    }
+    // 21: the configured tiles with narrow steps (FwdTraitsNarrowSteps), causal, for a positive
+    // scale (d = 64's short tiles without the mask keep their overlap, which has none); 22 the
+    // same, with d = 64's 192-row tiles at S_q <= 1024 too (as fwd90=7), for the suites.
+    if ((v == 21 || v == 22) && !unfolded && args.causal) {
+      using kernels::sm90::FwdTraitsNarrowSteps;
+      if constexpr (kD == 64) {
+        using Short = kernels::sm90::FwdShortConfig<Element>;
+        if (args.S_q <= Short::kMaxRows && v == 21)
+          return launch_fwd<kDtype, FwdTraitsNarrowSteps<typename Short::Traits>>(args, stream);
+      }
+      return launch_fwd<kDtype, FwdTraitsNarrowSteps<typename Config::Traits>>(args, stream);
     }
   } else {
     (void)tune();  // a variant asked for and not compiled is an error (common/launch.cuh)
