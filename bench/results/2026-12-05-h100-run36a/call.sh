@@ -12,7 +12,7 @@
 #   against b806fb9's (.device/base-bin.tar.xz) while time is left.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test cuda_family_test"
 # scripts/device-build, `git rev-parse --short HEAD > .device/commit`; there: bash
-# bench/results/2026-12-05-run36a/call.sh, carrying .device (timeout_s 600).
+# bench/results/2026-12-05-h100-run36a/call.sh, carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
