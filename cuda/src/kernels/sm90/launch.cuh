@@ -307,7 +307,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
           return launch_fwd<kDtype, typename FwdVariant<Element, 64, 20>::Traits>(args, stream);
         if (!args.causal)
           return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::NoMaskTraits>>(args, stream);
-        return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::Traits>>(args, stream);
+        return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::Base>>(args, stream);
       }
       if (v == 15 && !unfolded && args.S_q <= Short::kMaxRows)
         return launch_fwd<kDtype, typename FwdVariant<Element, 64, 15>::Traits>(args, stream);
@@ -320,15 +320,15 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 12>::Traits>(args, stream);
       }
     }
-    // 21: the configured tiles with narrow steps (FwdTraitsNarrowSteps), causal, for a positive
-    // scale (d = 64's short tiles without the mask keep their overlap, which has none); 22 the
-    // same, with d = 64's 192-row tiles at S_q <= 1024 too (as fwd90=7), for the suites.
+    // 21: causal, for a positive scale, the other choice of narrow steps (FwdTraitsNarrowSteps):
+    // d = 64's short tiles without them, the 192-row tiles and d = 128's with them; 22 narrow
+    // steps on d = 64's 192-row tiles at S_q <= 1024 too (as fwd90=7), for the suites.
     if ((v == 21 || v == 22) && !unfolded && args.causal) {
       using kernels::sm90::FwdTraitsNarrowSteps;
       if constexpr (kD == 64) {
         using Short = kernels::sm90::FwdShortConfig<Element>;
         if (args.S_q <= Short::kMaxRows && v == 21)
-          return launch_fwd<kDtype, FwdTraitsNarrowSteps<typename Short::Traits>>(args, stream);
+          return launch_fwd<kDtype, typename Short::Base>(args, stream);
       }
       return launch_fwd<kDtype, FwdTraitsNarrowSteps<typename Config::Traits>>(args, stream);
     }
