@@ -329,7 +329,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   uint32_t q_tile = sQ(0);                                  // the current tile's Q buffer
   static_assert(!(T::kNarrowSteps && T::kTileOverlap), "narrow steps run without the overlap");
   constexpr int kNarrowN = T::kNarrowN;
-  auto issue_s = [&](float(&acc_s)[kBlockN / 2], int st) {  // S = Q_i K_j^T
+  using Yes = std::true_type;
+  using No = std::false_type;
+  // A step's products and P~ over its columns: B_k, or kNarrowN in a narrow step (the first
+  // kNarrowN of acc_s, the first kNarrowN / 16 k-steps of P~ V; FwdTraitsNarrowSteps). Arrays
+  // come in as auto&: an array parameter whose size depends on T crashes cudafe++ 13.0 in a
+  // generic lambda.
+  auto issue_s = [&](auto& acc_s, int st, auto narrow) {  // S = Q_i K_j^T
+    constexpr int kN = decltype(narrow)::value ? kNarrowN : kBlockN;
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
@@ -338,53 +345,25 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           kSwizzleAtom);
       const uint64_t bk =
           make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
-      WgmmaSS<Element, kBlockN>::run(acc_s, a, bk, ks > 0 ? 1 : 0);
-    }
-  };
-  // A narrow step's S: the first kNarrowN columns, into the first of acc_s.
-  auto issue_s_narrow = [&](float(&acc_s)[kBlockN / 2], int st) {
-    float(&acc_narrow)[kNarrowN / 2] = *reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s);
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
-      const uint64_t a = make_smem_desc(
-          q_tile + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
-          kSwizzleAtom);
-      const uint64_t bk =
-          make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
-      WgmmaSS<Element, kNarrowN>::run(acc_narrow, a, bk, ks > 0 ? 1 : 0);
+      WgmmaSS<Element, kN>::run(*reinterpret_cast<float(*)[kN / 2]>(&acc_s[0]), a, bk,
+                                ks > 0 ? 1 : 0);
     }
   };
   float acc_o[kD / 2];
-  // O += P~ V_j over the first kk_steps k-steps of 16 keys (a narrow step's P~ is 0 past them).
-  auto issue_pv = [&](const uint32_t(&p)[kBlockN / 16][4], int st) {  // O += P~ V_j
+  auto issue_pv = [&](const auto& p, int st, auto narrow) {  // O += P~ V_j
+    constexpr int kN = decltype(narrow)::value ? kNarrowN : kBlockN;
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    for (int kk = 0; kk < kN / 16; ++kk) {
       const uint64_t bv =
           make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes), kBlockN * kSwizzleBytes, kSwizzleAtom);
       WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
     }
   };
-  auto issue_pv_narrow = [&](const uint32_t(&p)[kBlockN / 16][4], int st) {
+  // P~ rounded to the input type, as the A fragments of the P~ V product.
+  auto pack_p = [&](auto& p, const auto& acc_s, auto narrow) {
+    constexpr int kN = decltype(narrow)::value ? kNarrowN : kBlockN;
 #pragma unroll
-    for (int kk = 0; kk < kNarrowN / 16; ++kk) {
-      const uint64_t bv =
-          make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes), kBlockN * kSwizzleBytes, kSwizzleAtom);
-      WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
-    }
-  };
-  // P~ rounded to the input type, as the A fragments of the P~ V product (of a narrow step: its
-  // first kNarrowN columns, the rest P~ = 0 and never read).
-  auto pack_p = [&](uint32_t(&p)[kBlockN / 16][4], const float(&acc_s)[kBlockN / 2]) {
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        p[kk][e] = pack_pair<Element>(acc_s[8 * kk + 2 * e], acc_s[8 * kk + 2 * e + 1]);
-  };
-  auto pack_p_narrow = [&](uint32_t(&p)[kBlockN / 16][4], const float(&acc_s)[kBlockN / 2]) {
-#pragma unroll
-    for (int kk = 0; kk < kNarrowN / 16; ++kk)
+    for (int kk = 0; kk < kN / 16; ++kk)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         p[kk][e] = pack_pair<Element>(acc_s[8 * kk + 2 * e], acc_s[8 * kk + 2 * e + 1]);
@@ -543,10 +522,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_wait(bar_k(st), (it / kStages) & 1);
         take_turn();
         wgmma_fence();
-        if constexpr (decltype(narrow)::value)
-          issue_s_narrow(acc_s, st);
-        else
-          issue_s(acc_s, st);
+        issue_s(acc_s, st, narrow);
         wgmma_commit();
         pass_turn();
         release_staged_o();  // the last tile's O, under this product
@@ -556,10 +532,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
         else
           first_softmax(acc_s, row_m, row_l, alpha, limit, row0, n);
-        if constexpr (decltype(narrow)::value)
-          pack_p_narrow(p_frag, acc_s);
-        else
-          pack_p(p_frag, acc_s);
+        pack_p(p_frag, acc_s, narrow);
       };
       if constexpr (T::kNarrowSteps) {
         prev_narrow = narrow_at(row0, n * kBlockN);
@@ -573,14 +546,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_wait(bar_k(st), (it / kStages) & 1);
         take_turn();
         wgmma_fence();
-        issue_s(acc_s, st);
+        issue_s(acc_s, st, No{});
         wgmma_commit();
         pass_turn();
         release_staged_o();  // the last tile's O, under this product
         wgmma_wait<0>();
         fence_registers(acc_s);
         first_softmax(acc_s, row_m, row_l, alpha, limit, row0, n);
-        pack_p(p_frag, acc_s);
+        pack_p(p_frag, acc_s, No{});
       }
     }
     // Key tile n (below the first), after the product of the one before it; `narrow` and
@@ -592,15 +565,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_wait(bar_v(st_prev), ((it - 1) / kStages) & 1);
       take_turn();
       wgmma_fence();
-      if constexpr (decltype(narrow)::value)
-        issue_s_narrow(acc_s, st);
-      else
-        issue_s(acc_s, st);
+      issue_s(acc_s, st, narrow);
       wgmma_commit();
-      if constexpr (decltype(narrow_prev)::value)
-        issue_pv_narrow(p_frag, st_prev);
-      else
-        issue_pv(p_frag, st_prev);
+      issue_pv(p_frag, st_prev, narrow_prev);
       wgmma_commit();
       pass_turn();
       wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
@@ -618,13 +585,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int i = 0; i < kD / 8; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
-      if constexpr (decltype(narrow)::value)
-        pack_p_narrow(p_frag, acc_s);
-      else
-        pack_p(p_frag, acc_s);
+      pack_p(p_frag, acc_s, narrow);
     };
-    using Yes = std::true_type;
-    using No = std::false_type;
     // The narrow steps are a prefix of the walk: a narrow step follows a narrow one.
     for (--n, ++it; n >= 0 && needs_mask(n * kBlockN); --n, ++it) {
       if constexpr (T::kNarrowSteps) {
@@ -676,9 +638,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       take_turn();
       wgmma_fence();
       q_tile = sQ(ahead_qb);
-      issue_s(acc_s_next, st);
+      issue_s(acc_s_next, st, No{});
       wgmma_commit();
-      issue_pv(p_frag, st_last);
+      issue_pv(p_frag, st_last, No{});
       wgmma_commit();
       pass_turn();
       wgmma_wait<1>();  // the next tile's first S has landed; the last P~ V may still run
@@ -690,16 +652,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       wgmma_wait<0>();
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_last));
-      pack_p(carried_p, acc_s_next);  // p_frag's last reader is done
+      pack_p(carried_p, acc_s_next, No{});  // p_frag's last reader is done
     } else {                          // the last P~ V
       mbar_wait(bar_v(st_last), ((it - 1) / kStages) & 1);
       if constexpr (T::kNarrowSteps) {
         auto last_pv = [&](auto narrow) {
           wgmma_fence();
-          if constexpr (decltype(narrow)::value)
-            issue_pv_narrow(p_frag, st_last);
-          else
-            issue_pv(p_frag, st_last);
+          issue_pv(p_frag, st_last, narrow);
           wgmma_commit();
           wgmma_wait<0>();
           fence_registers(acc_o);
@@ -710,7 +669,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           last_pv(No{});
       } else {
         wgmma_fence();
-        issue_pv(p_frag, st_last);
+        issue_pv(p_frag, st_last, No{});
         wgmma_commit();
         wgmma_wait<0>();
         fence_registers(acc_o);
