@@ -105,10 +105,11 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // kernels/sm80/configs.hpp instead of variant 0 (fwd 1-3, dq 1, dkdv 1-2; and the 3xTF32
 // float32 kernels' at d = 128, fwd 1 and dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7,
 // 12, 15, kernels/sm90/configs.hpp; 13, 14 and 16-19, the 3xTF32 forward's halves; 20 d = 64's
-// marked rows in the kernel or after it, the place the default does not take; 21 narrow steps,
-// sm90/fwd.cuh's FwdTraitsNarrowSteps, 22 the same on d = 64's 192-row tiles at any S;
-// configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2 small tiles, for the backward
-// too; kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired lanes, 1 plain;
+// marked rows in the kernel or after it, the place the default does not take; 21 the other
+// choice of narrow steps, sm90/fwd.cuh's FwdTraitsNarrowSteps, and 22 narrow steps on d = 64's
+// 192-row tiles at any S; configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2
+// small tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
+// (f32bwd: 0 paired lanes, 1 plain;
 // on the sm90_3xtf32 family 7 and 8 one pass on wgmma, 9 ffma's two passes, 2-5 other groups,
 // kernels/sm90/launch.cuh),
 // the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is not the default,

@@ -74,10 +74,10 @@ struct FwdConfig<Element, 64> {
 // S = 1k (B 32) 0.2369, 0.2357, 0.2363 -> 0.2283, 0.2269, 0.2275 (-3.7%); S = 512 (B 64) 0.1636,
 // 0.1641, 0.1636 -> 0.1586, 0.1592, 0.1577 (-3.3%); the same bits on 450 problems. Not on the
 // 192-row tiles (S = 2k 0.365 -> 0.500, the leaderboard 1.01 -> 1.60: ptxas serializes their
-// wgmma there, C7511, out of registers) nor at d = 128 (S = 1k 0.314 -> 0.321, 2k 0.490 -> 0.501, where the hot loop's descriptors
-// left the uniform datapath: R2UR before each wgmma); fwd90=21 times them there. Run 36a: the
-// width by a plain branch (not a warp vote) took every kernel's descriptors off the uniform
-// datapath: S = 1k -0.7%, the leaderboard +12%.
+// wgmma there, C7511, out of registers) nor at d = 128 (S = 1k 0.314 -> 0.321, 2k 0.490 ->
+// 0.501, where the main loop's descriptors leave the uniform datapath: R2UR before each wgmma);
+// fwd90=21 times them there. Run 36a: the width by a plain branch (not a warp vote) took every
+// kernel's descriptors off the uniform datapath: S = 1k -0.7%, the leaderboard +12%.
 template <typename Element>
 struct FwdShortConfig {
   using Base = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;

@@ -23,7 +23,8 @@
 // The key tiles that cross the diagonal or the end of the keys (the first ones walked) run in a
 // loop of their own; the full tiles' loop has no index compares.
 // With kPingPong the consumers take turns issuing their pair of products (named barriers), so
-// one warpgroup's softmax runs while another's products do.
+// one warpgroup's softmax runs while another's products do. With kNarrowSteps a consumer whose
+// rows see at most 64 keys of a key tile takes a narrow step (FwdTraitsNarrowSteps).
 #pragma once
 
 #include <cuda.h>
@@ -667,7 +668,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           last_pv(Yes{});
         else
           last_pv(No{});
-      } else {
+      } else {  // (written out, as the first step: the lambda reordered the overlap kernel's SASS)
         wgmma_fence();
         issue_pv(p_frag, st_last, No{});
         wgmma_commit();
