@@ -167,6 +167,41 @@ template <typename Element>
 struct FwdVariant<Element, 64, 12> {
   using Traits = FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true, true>;
 };
+// 5: without ping-pong (FwdTraits::kPingPong false: each consumer issues its products as soon
+// as it has them), causal: d = 64's short tiles (with their narrow steps and hand-over) and
+// d = 128's. Ping-pong keeps the two consumers half a step apart, which at a tile's start and
+// end (walks of 1 to 8 key tiles at S = 1k) makes each wait for the other's turn.
+template <typename Element>
+struct FwdVariant<Element, 64, 5> {
+  using Traits = FwdTraitsNarrowSteps<
+      FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, false, 128, true>>>;
+};
+template <typename Element>
+struct FwdVariant<Element, 128, 5> {
+  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, false, 128, true, true>;
+};
+// 8-11: the softmax's row max by a tree (FwdTraitsTreeMax; the same bits), and with it one in
+// 4, 2 or 1 of each row's pairs of exponentials starting on the FMA pipe (FwdTraitsPolyExp:
+// an eighth, a quarter or half of them), on the configured kernels (bf16, causal, a positive
+// scale; FwdTreeMaxVariant wraps them, launch.cuh).
+template <typename Traits, int kVariant>
+struct FwdSoftmaxVariant;
+template <typename Traits>
+struct FwdSoftmaxVariant<Traits, 8> {
+  using type = FwdTraitsTreeMax<Traits>;
+};
+template <typename Traits>
+struct FwdSoftmaxVariant<Traits, 9> {
+  using type = FwdTraitsPolyExp<FwdTraitsTreeMax<Traits>, 4>;
+};
+template <typename Traits>
+struct FwdSoftmaxVariant<Traits, 10> {
+  using type = FwdTraitsPolyExp<FwdTraitsTreeMax<Traits>, 2>;
+};
+template <typename Traits>
+struct FwdSoftmaxVariant<Traits, 11> {
+  using type = FwdTraitsPolyExp<FwdTraitsTreeMax<Traits>, 1>;
+};
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the
