@@ -180,10 +180,17 @@ template <typename Element>
 struct FwdVariant<Element, 128, 5> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, false, 128, true, true>;
 };
-// 8-11: the softmax's row max by a tree (FwdTraitsTreeMax; the same bits), and with it one in
-// 4, 2 or 1 of each row's pairs of exponentials starting on the FMA pipe (FwdTraitsPolyExp:
-// an eighth, a quarter or half of them), on the configured kernels (bf16, causal, a positive
-// scale; FwdTreeMaxVariant wraps them, launch.cuh).
+// 8-11, on the configured kernels (bf16, causal, a positive scale; launch.cuh wraps them):
+// 8 the softmax's row max by a tree (FwdTraitsTreeMax; the same bits); 9 with it one in 4 of
+// each row's pairs of exponentials starting on the FMA pipe (FwdTraitsPolyExp: an eighth of
+// them); 10 the rescale deferred (FwdTraitsLazyRescale), 11 with the tree. Run 37b (bench/
+// results/2026-12-05-h200-run37b, H200, medians of 30, two rounds alternating, ms, the default
+// -> 8 / 9): d = 64 S = 1k (B 32) 0.2143, 0.2141 -> 0.2142, 0.2146 / 0.2202, 0.2201; S = 2k
+// (B 16) 0.3691, 0.3682 -> 0.3728, 0.3742 / 0.3953, 0.3948; the leaderboard 1.0160, 1.0135 ->
+// 1.0264, 1.0262 / 1.1045, 1.1041; d = 128 S = 1k 0.2970, 0.2974 -> 0.2932, 0.2946 / 0.3046,
+// 0.3035. A quarter and half of the exponentials on the FMA pipe were slower still (S = 1k
+// 0.2350 and 0.2596; deleted): the consumers are short of issue slots, not of the
+// special-function unit (docs/perf-notes.md, run 37b).
 template <typename Traits, int kVariant>
 struct FwdSoftmaxVariant;
 template <typename Traits>
@@ -196,11 +203,11 @@ struct FwdSoftmaxVariant<Traits, 9> {
 };
 template <typename Traits>
 struct FwdSoftmaxVariant<Traits, 10> {
-  using type = FwdTraitsPolyExp<FwdTraitsTreeMax<Traits>, 2>;
+  using type = FwdTraitsLazyRescale<Traits>;
 };
 template <typename Traits>
 struct FwdSoftmaxVariant<Traits, 11> {
-  using type = FwdTraitsPolyExp<FwdTraitsTreeMax<Traits>, 1>;
+  using type = FwdTraitsLazyRescale<FwdTraitsTreeMax<Traits>>;
 };
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent

@@ -84,6 +84,9 @@ struct FwdTraits {
   // kPolyExpEvery of each row's exponentials on the FMA pipe (FwdTraitsPolyExp; 0: none).
   static constexpr bool kTreeMax = false;
   static constexpr int kPolyExpEvery = 0;
+  // Whether a step keeps the running max, and leaves O unscaled, unless a row's grows by more
+  // than kLazyRescaleLog2 (FwdTraitsLazyRescale).
+  static constexpr bool kLazyRescale = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -178,6 +181,19 @@ struct FwdTraitsPolyExp : Base {
   static_assert(kEvery >= 1, "one exponential in kEvery");
 };
 
+// A step keeps its rows' running max m, and skips O's rescale (kD / 2 multiplies a thread) and
+// alpha's two exponentials, unless a row of the warp sees its max grow by more than
+// kLazyRescaleLog2 (2^8 = 256 in P~): P~ = 2^(s - m) is then at most 256 rather than 1, which
+// float32's sums and the 16-bit P~ (the same relative rounding at any size) take as they are,
+// and O / l and L = m + log2 l are the same numbers (FlashAttention-4's conditional rescale). The
+// warp decides by a vote, so the skip is a branch the whole warp takes. With random scores a
+// row's max grows by that much almost only at its first key tile. The bits differ.
+template <typename Base>
+struct FwdTraitsLazyRescale : Base {
+  static constexpr bool kLazyRescale = true;
+};
+inline constexpr float kLazyRescaleLog2 = 8.0f;
+
 // The rows marked past the fold's range computed again by a kernel of their own
 // (fwd_rows_unfolded_kernel), launched after the forward, which then holds no code for them
 // but the marker's select: d = 64's 192-row tiles, where that code in the kernel cost 1.5-2.3%
@@ -269,6 +285,69 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
       }
     row_l[hf] = alpha[hf] * row_l[hf] + sum;
   }
+}
+
+// online_softmax for FwdTraitsLazyRescale: both rows' new max first, then the warp's vote, then
+// P~ and l against the max kept (alpha = 1) or the new one. Returns whether the warp rescaled.
+template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax>
+__device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2],
+                                                    float (&row_m)[2], float (&row_l)[2],
+                                                    float (&alpha)[2], const int (&limit)[2],
+                                                    int n0, int t, float scale_log2) {
+  float m_new[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float m = kFold ? -INFINITY : row_m[hf];
+    [[maybe_unused]] float pair_max[kBlockN / 8];  // as online_softmax's
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& s = acc_s[4 * i + 2 * hf + e];
+        if constexpr (!kFold) s *= scale_log2;
+        if (kMasked && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
+        if constexpr (kTreeMax)
+          pair_max[i] = e == 0 ? s : fmaxf(pair_max[i], s);
+        else
+          m = fmaxf(m, s);
+      }
+    if constexpr (kTreeMax) {
+#pragma unroll
+      for (int stride = 1; stride < kBlockN / 8; stride *= 2)
+#pragma unroll
+        for (int i = 0; i + stride < kBlockN / 8; i += 2 * stride)
+          pair_max[i] = fmaxf(pair_max[i], pair_max[i + stride]);
+      m = fmaxf(m, pair_max[0]);
+    }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+    m_new[hf] = kFold ? fmaxf(row_m[hf], m * scale_log2) : m;
+  }
+  // (-inf + 8 is -inf: a row's first visible key always rescales; +inf and NaN scores take the
+  // path below as they would without the deferral.)
+  const bool grows =
+      m_new[0] > row_m[0] + kLazyRescaleLog2 || m_new[1] > row_m[1] + kLazyRescaleLog2;
+  const bool rescale = __any_sync(0xffffffff, grows) != 0;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const float m = rescale ? m_new[hf] : row_m[hf];
+    // As online_softmax: a row with no visible key keeps m = -inf; a folded max past float32
+    // gives NaN.
+    const float m_base = m == -INFINITY ? 0.0f : (kFold && m == INFINITY ? NAN : m);
+    alpha[hf] = rescale ? fast_exp2(row_m[hf] - m_base) : 1.0f;
+    row_m[hf] = m;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& s = acc_s[4 * i + 2 * hf + e];
+        s = fast_exp2(kFold ? fmaf(s, scale_log2, -m_base) : s - m_base);
+        sum += s;
+      }
+    row_l[hf] = rescale ? alpha[hf] * row_l[hf] + sum : row_l[hf] + sum;
+  }
+  return rescale;
 }
 
 template <typename T>
@@ -494,11 +573,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     return __all_sync(0xffffffff, end - n0 <= kNarrowN) != 0;
   };
   // Lines 10-12 on a narrow step's kNarrowN columns (the rest are masked: P~ = 0 there).
+  // Returns whether the step rescaled (always, but with FwdTraitsLazyRescale).
   auto narrow_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2],
                             float(&alpha)[2], const int(&limit)[2], int n) {
+    auto& narrow_s = *reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s);
+    if constexpr (T::kLazyRescale)
+      return online_softmax_lazy<kNarrowN, T::kFoldScale, true, T::kTreeMax>(
+          narrow_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2);
     online_softmax<kNarrowN, T::kFoldScale, true, T::kTreeMax, T::kPolyExpEvery>(
-        *reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s), m, l, alpha, limit, n * kBlockN, t,
-        args.scale_log2);
+        narrow_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2);
+    return true;
   };
   // Lines 10-12 on a tile's first key tile n, from m = -inf and l = 0.
   auto first_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2], float(&alpha)[2],
@@ -633,8 +717,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       pass_turn();
       wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
       fence_registers(acc_s);
+      bool rescaled = true;  // (the warp's vote with FwdTraitsLazyRescale: uniform)
       if constexpr (decltype(narrow)::value)
-        narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
+        rescaled = narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
+      else if constexpr (T::kLazyRescale)
+        rescaled = online_softmax_lazy<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax>(
+            acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       else
         online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax,
                        T::kPolyExpEvery>(acc_s, row_m, row_l, alpha, limit, n * kBlockN, t,
@@ -643,10 +731,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_prev));
       // Line 13's first term: O = diag(2^(m_{j-1} - m_j)) O.
+      if (!T::kLazyRescale || rescaled) {
 #pragma unroll
-      for (int i = 0; i < kD / 8; ++i)
+        for (int i = 0; i < kD / 8; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
+          for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
+      }
       pack_p(p_frag, acc_s, narrow);
     };
     // The narrow steps are a prefix of the walk: a narrow step follows a narrow one.
