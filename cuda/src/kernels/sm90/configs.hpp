@@ -180,10 +180,12 @@ template <typename Element>
 struct FwdVariant<Element, 128, 5> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, false, 128, true, true>;
 };
-// 8-11, on the configured kernels (bf16, causal, a positive scale; launch.cuh wraps them):
-// 8 the softmax's row max by a tree (FwdTraitsTreeMax; the same bits); 9 with it one in 4 of
-// each row's pairs of exponentials starting on the FMA pipe (FwdTraitsPolyExp: an eighth of
-// them); 10 the rescale deferred (FwdTraitsLazyRescale), 11 with the tree. Run 37b (bench/
+// 8-11, on the configured kernels (bf16, causal, a positive scale; launch.cuh wraps them, at
+// d = 128 its Base, without the deferred rescale): 8 the softmax's row max by a tree
+// (FwdTraitsTreeMax; the same bits); 9 with it one in 4 of each row's pairs of exponentials
+// starting on the FMA pipe (FwdTraitsPolyExp: an eighth of them); 10 the other choice of the
+// deferred rescale (FwdTraitsLazyRescale: with it at d = 64, without it at d = 128), 11 the
+// deferral with the tree. Run 37b (bench/
 // results/2026-12-05-h200-run37b, H200, medians of 30, two rounds alternating, ms, the default
 // -> 8 / 9): d = 64 S = 1k (B 32) 0.2143, 0.2141 -> 0.2142, 0.2146 / 0.2202, 0.2201; S = 2k
 // (B 16) 0.3691, 0.3682 -> 0.3728, 0.3742 / 0.3953, 0.3948; the leaderboard 1.0160, 1.0135 ->
@@ -228,8 +230,18 @@ struct FwdSoftmaxVariant<Traits, 11> {
 // (minima 1.602 against 1.623), without the mask minima 3.123 against 3.157, S = 32k minima
 // 6.307 against 6.369 (their medians fell with the clock halfway through the repetitions).
 template <typename Element>
+//
+// The rescale deferred until a row's max grows by more than 2^8 (FwdTraitsLazyRescale: the
+// step skips O's 64 multiplies a thread and alpha's exponentials). Run 37c (bench/results/
+// 2026-12-05-h100-run37c, H100, medians of 30, two rounds alternating, ms, without -> with;
+// fwd90=10 times the other choice): S = 1k (B 32) 0.3170, 0.3161 -> 0.3116, 0.3158; the
+// leaderboard 1.6480, 1.6496 -> 1.5921, 1.5858 (minima 1.6012, 1.5994 -> 1.5804, 1.5805). Not at
+// d = 64, where it was slower (S = 1k 0.2296, 0.2265 -> 0.2323, 0.2317; 2k +1.6%; the
+// leaderboard level): its softmax is the step's critical path, and the deferral takes both
+// rows' max before either row's exponentials (docs/perf-notes.md, run 37c).
 struct FwdConfig<Element, 128> {
-  using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
+  using Base = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
+  using Traits = FwdTraitsLazyRescale<Base>;
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 

@@ -341,9 +341,14 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
             if (args.S_q <= Short::kMaxRows)
               return launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Short::Traits, kV>::type>(
                   args, stream);
+            launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Traits, kV>::type>(
+                args, stream);
+          } else if constexpr (kV == 10) {  // the other choice: without the deferral
+            launch_fwd<kDtype, typename Config::Base>(args, stream);
+          } else {
+            launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Base, kV>::type>(args,
+                                                                                          stream);
           }
-          launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Traits, kV>::type>(args,
-                                                                                           stream);
         };
         if (v == 8) return run(std::integral_constant<int, 8>{});
         if (v == 9) return run(std::integral_constant<int, 9>{});

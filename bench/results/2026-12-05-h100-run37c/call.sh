@@ -4,7 +4,7 @@
 # than 1% faster at d = 64, S = 1k, the goal's table with it and without it (bench/
 # interleaved.py through a Python build with the tuning variants), in that order.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test" scripts/device-build; there: bash
-# bench/results/2026-12-05-run37c/call.sh, carrying .device (timeout_s 600).
+# bench/results/2026-12-05-h100-run37c/call.sh, carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
