@@ -290,10 +290,10 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
 // online_softmax for FwdTraitsLazyRescale: both rows' new max first, then the warp's vote, then
 // P~ and l against the max kept (alpha = 1) or the new one. Returns whether the warp rescaled.
 template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax>
-__device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2],
-                                                    float (&row_m)[2], float (&row_l)[2],
-                                                    float (&alpha)[2], const int (&limit)[2],
-                                                    int n0, int t, float scale_log2) {
+__device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
+                                                    float (&row_l)[2], float (&alpha)[2],
+                                                    const int (&limit)[2], int n0, int t,
+                                                    float scale_log2) {
   float m_new[2];
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -721,8 +721,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       if constexpr (decltype(narrow)::value)
         rescaled = narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
       else if constexpr (T::kLazyRescale)
-        rescaled = online_softmax_lazy<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax>(
-            acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
+        rescaled =
+            online_softmax_lazy<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax>(
+                acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       else
         online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax,
                        T::kPolyExpEvery>(acc_s, row_m, row_l, alpha, limit, n * kBlockN, t,

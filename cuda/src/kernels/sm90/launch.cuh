@@ -339,7 +339,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
           if constexpr (kD == 64) {
             using Short = kernels::sm90::FwdShortConfig<Element>;
             if (args.S_q <= Short::kMaxRows)
-              return launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Short::Traits, kV>::type>(
+              return launch_fwd<kDtype,
+                                typename FwdSoftmaxVariant<typename Short::Traits, kV>::type>(
                   args, stream);
             launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Traits, kV>::type>(
                 args, stream);
@@ -347,7 +348,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
             launch_fwd<kDtype, typename Config::Base>(args, stream);
           } else {
             launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Base, kV>::type>(args,
-                                                                                          stream);
+                                                                                            stream);
           }
         };
         if (v == 8) return run(std::integral_constant<int, 8>{});

@@ -3,7 +3,7 @@
 # its suites (awkward shapes, properties, `verify` with large scores, the cuda fuzz), then the
 # goal's table (bench/interleaved.py) beside the peers. The session's last ~390 s of device time.
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test cuda_properties_test" scripts/device-build;
-# there: bash bench/results/2026-12-05-run37d/call.sh, carrying .device (timeout_s 380).
+# there: bash bench/results/2026-12-05-h100-run37d/call.sh, carrying .device (timeout_s 380).
 set -u
 cd "$(dirname "$0")/../../.."
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
