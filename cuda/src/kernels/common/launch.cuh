@@ -107,7 +107,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // 12, 15, kernels/sm90/configs.hpp; 13, 14 and 16-19, the 3xTF32 forward's halves; 20 d = 64's
 // marked rows in the kernel or after it, the place the default does not take; 21 the other
 // choice of narrow steps, sm90/fwd.cuh's FwdTraitsNarrowSteps, and 22 narrow steps on d = 64's
-// 192-row tiles at any S; configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2
+// 192-row tiles at any S; 5 no ping-pong; 8 the softmax's tree max, 9 an eighth of its
+// exponentials on the FMA pipe, 10 the other choice of the deferred rescale, 11 the deferral
+// with the tree max; configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2
 // small tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain;
 // on the sm90_3xtf32 family 7 and 8 one pass on wgmma, 9 ffma's two passes, 2-5 other groups,
