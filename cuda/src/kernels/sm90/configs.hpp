@@ -185,7 +185,8 @@ struct FwdVariant<Element, 128, 5> {
 // (FwdTraitsTreeMax; the same bits); 9 with it one in 4 of each row's pairs of exponentials
 // starting on the FMA pipe (FwdTraitsPolyExp: an eighth of them); 10 the other choice of the
 // deferred rescale (FwdTraitsLazyRescale: with it at d = 64, without it at d = 128), 11 the
-// deferral with the tree. Run 37b (bench/
+// deferral in one pass (FwdTraitsLazyRescaleOnePass; run 37c's 11, the deferral with the tree,
+// measured as 10 and was replaced, not timed yet). Run 37b (bench/
 // results/2026-12-05-h200-run37b, H200, medians of 30, two rounds alternating, ms, the default
 // -> 8 / 9): d = 64 S = 1k (B 32) 0.2143, 0.2141 -> 0.2142, 0.2146 / 0.2202, 0.2201; S = 2k
 // (B 16) 0.3691, 0.3682 -> 0.3728, 0.3742 / 0.3953, 0.3948; the leaderboard 1.0160, 1.0135 ->
@@ -209,7 +210,7 @@ struct FwdSoftmaxVariant<Traits, 10> {
 };
 template <typename Traits>
 struct FwdSoftmaxVariant<Traits, 11> {
-  using type = FwdTraitsLazyRescale<FwdTraitsTreeMax<Traits>>;
+  using type = FwdTraitsLazyRescaleOnePass<Traits>;
 };
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent

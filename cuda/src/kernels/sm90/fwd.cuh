@@ -87,6 +87,8 @@ struct FwdTraits {
   // Whether a step keeps the running max, and leaves O unscaled, unless a row's grows by more
   // than kLazyRescaleLog2 (FwdTraitsLazyRescale).
   static constexpr bool kLazyRescale = false;
+  static constexpr bool kLazyOnePass =
+      false;  // its vote per half-row (FwdTraitsLazyRescaleOnePass)
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -194,6 +196,15 @@ struct FwdTraitsLazyRescale : Base {
 };
 inline constexpr float kLazyRescaleLog2 = 8.0f;
 
+// The deferred rescale decided per half of the thread's rows (online_softmax's kLazyOnePass), in
+// the plain softmax's one pass, for d = 64, where online_softmax_lazy's two phases cost more
+// than the skipped multiplies saved (run 37c).
+template <typename Base>
+struct FwdTraitsLazyRescaleOnePass : Base {
+  static constexpr bool kLazyRescale = true;
+  static constexpr bool kLazyOnePass = true;
+};
+
 // The rows marked past the fold's range computed again by a kernel of their own
 // (fwd_rows_unfolded_kernel), launched after the forward, which then holds no code for them
 // but the marker's select: d = 64's 192-row tiles, where that code in the kernel cost 1.5-2.3%
@@ -234,11 +245,17 @@ __device__ __forceinline__ float exp2_fma(float x) {
 // same number; P~ differs from the unfolded one by the FFMA's single rounding. kMasked: the
 // tile crosses the diagonal or the end of the keys, so each score's index is compared; a full
 // tile compiles without them.
-template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax = false, int kPolyExpEvery = 0>
-__device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
+// kLazyOnePass (FwdTraitsLazyRescaleOnePass): each row keeps its running max unless a row of the
+// warp in the same half grows by more than kLazyRescaleLog2, by a vote per half, so that row 1's
+// max still runs under row 0's exponentials (online_softmax_lazy votes once, after both rows'
+// max). Returns whether either half rescaled (always true without kLazyOnePass).
+template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax = false, int kPolyExpEvery = 0,
+          bool kLazyOnePass = false>
+__device__ __forceinline__ bool online_softmax(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
                                                float (&row_l)[2], float (&alpha)[2],
                                                const int (&limit)[2], int n0, int t,
                                                float scale_log2) {
+  [[maybe_unused]] bool rescaled = false;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float m = kFold ? -INFINITY : row_m[hf];
@@ -266,6 +283,12 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
     if constexpr (kFold) m = fmaxf(row_m[hf], m * scale_log2);
+    if constexpr (kLazyOnePass) {
+      // Kept, m is row_m: alpha = 2^0 = 1 and l + sum, the same as a skipped rescale.
+      const bool grows = __any_sync(0xffffffff, m > row_m[hf] + kLazyRescaleLog2) != 0;
+      if (!grows) m = row_m[hf];
+      rescaled = rescaled || grows;
+    }
     // A row that has seen no visible key yet keeps m = -inf; its P~ and alpha are 0, not NaN.
     // Folded, a max past float32 (scores above 2.36e38, docs/verification.md) would zero every
     // P~ through fma(s, c, -inf) and pass for a row that sees no key: NaN instead, as unfolded.
@@ -285,6 +308,7 @@ __device__ __forceinline__ void online_softmax(float (&acc_s)[kBlockN / 2], floa
       }
     row_l[hf] = alpha[hf] * row_l[hf] + sum;
   }
+  return !kLazyOnePass || rescaled;
 }
 
 // online_softmax for FwdTraitsLazyRescale: both rows' new max first, then the warp's vote, then
@@ -577,12 +601,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto narrow_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2],
                             float(&alpha)[2], const int(&limit)[2], int n) {
     auto& narrow_s = *reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s);
-    if constexpr (T::kLazyRescale)
+    if constexpr (T::kLazyRescale && !T::kLazyOnePass)
       return online_softmax_lazy<kNarrowN, T::kFoldScale, true, T::kTreeMax>(
           narrow_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2);
-    online_softmax<kNarrowN, T::kFoldScale, true, T::kTreeMax, T::kPolyExpEvery>(
-        narrow_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2);
-    return true;
+    return online_softmax<kNarrowN, T::kFoldScale, true, T::kTreeMax, T::kPolyExpEvery,
+                          T::kLazyOnePass>(narrow_s, m, l, alpha, limit, n * kBlockN, t,
+                                           args.scale_log2);
   };
   // Lines 10-12 on a tile's first key tile n, from m = -inf and l = 0.
   auto first_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2], float(&alpha)[2],
@@ -720,14 +744,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       bool rescaled = true;  // (the warp's vote with FwdTraitsLazyRescale: uniform)
       if constexpr (decltype(narrow)::value)
         rescaled = narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
-      else if constexpr (T::kLazyRescale)
+      else if constexpr (T::kLazyRescale && !T::kLazyOnePass)
         rescaled =
             online_softmax_lazy<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax>(
                 acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       else
-        online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax,
-                       T::kPolyExpEvery>(acc_s, row_m, row_l, alpha, limit, n * kBlockN, t,
-                                         args.scale_log2);
+        rescaled = online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax,
+                                  T::kPolyExpEvery, T::kLazyOnePass>(
+            acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       wgmma_wait<0>();
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_prev));
