@@ -212,6 +212,13 @@ template <typename Traits>
 struct FwdSoftmaxVariant<Traits, 11> {
   using type = FwdTraitsLazyRescaleOnePass<Traits>;
 };
+// 23: the configured kernels (d = 128's with its deferred rescale) with each step's wgmma
+// descriptors advanced from its first (FwdTraitsDescAdvance; the same bits). Written after run
+// 37d, not yet timed.
+template <typename Traits>
+struct FwdSoftmaxVariant<Traits, 23> {
+  using type = FwdTraitsDescAdvance<Traits>;
+};
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the

@@ -87,8 +87,10 @@ struct FwdTraits {
   // Whether a step keeps the running max, and leaves O unscaled, unless a row's grows by more
   // than kLazyRescaleLog2 (FwdTraitsLazyRescale).
   static constexpr bool kLazyRescale = false;
-  static constexpr bool kLazyOnePass =
-      false;  // its vote per half-row (FwdTraitsLazyRescaleOnePass)
+  // Its vote per half of a thread's rows (FwdTraitsLazyRescaleOnePass).
+  static constexpr bool kLazyOnePass = false;
+  // Each wgmma k-step's descriptor advanced from the step's first (FwdTraitsDescAdvance).
+  static constexpr bool kDescAdvance = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -203,6 +205,18 @@ template <typename Base>
 struct FwdTraitsLazyRescaleOnePass : Base {
   static constexpr bool kLazyRescale = true;
   static constexpr bool kLazyOnePass = true;
+};
+
+// A step's descriptors (4 of Q and K for S at d = 64, 8 of V for P~ V) built once from the
+// stage's tile and advanced by one add each (smem_desc_advance), where make_smem_desc packs
+// each from its address in four uniform instructions: 85 of the d = 64 short tiles' 476
+// instructions a step are uniform-datapath ones, mostly that packing, and the consumers are
+// short of issue slots (run 37b). The same descriptors, so the same bits. (Run 20c measured the
+// forward so 1-5% slower, when Q's descriptor was rebuilt in the loop from a consumer index
+// in the vector datapath; here Q's cost what the default's do.)
+template <typename Base>
+struct FwdTraitsDescAdvance : Base {
+  static constexpr bool kDescAdvance = true;
 };
 
 // The rows marked past the fold's range computed again by a kernel of their own
@@ -499,16 +513,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // kNarrowN of acc_s, the first kNarrowN / 16 k-steps of P~ V; FwdTraitsNarrowSteps). Arrays
   // come in as auto&: an array parameter whose size depends on T crashes cudafe++ 13.0 in a
   // generic lambda.
+  // kDescAdvance (FwdTraitsDescAdvance): each k-step's descriptor from the step's first by
+  // smem_desc_advance, one add, where make_smem_desc takes four (the same descriptors).
   auto issue_s = [&](auto& acc_s, int st, auto narrow) {  // S = Q_i K_j^T
     constexpr int kN = decltype(narrow)::value ? kNarrowN : kBlockN;
+    [[maybe_unused]] const uint64_t a0 =
+        T::kDescAdvance ? make_smem_desc(q_tile + c * (64 * kSwizzleBytes), 16, kSwizzleAtom) : 0;
+    [[maybe_unused]] const uint64_t b0 =
+        T::kDescAdvance ? make_smem_desc(sK(st), 16, kSwizzleAtom) : 0;
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t blk = ks / 4, k_bytes = (ks % 4) * 32;
-      const uint64_t a = make_smem_desc(
-          q_tile + blk * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes) + k_bytes, 16,
-          kSwizzleAtom);
-      const uint64_t bk =
-          make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes, 16, kSwizzleAtom);
+      const uint64_t a = T::kDescAdvance
+                             ? smem_desc_advance(a0, blk * (kBlockM * kSwizzleBytes) + k_bytes)
+                             : make_smem_desc(q_tile + blk * (kBlockM * kSwizzleBytes) +
+                                                  c * (64 * kSwizzleBytes) + k_bytes,
+                                              16, kSwizzleAtom);
+      const uint64_t bk = T::kDescAdvance
+                              ? smem_desc_advance(b0, blk * (kBlockN * kSwizzleBytes) + k_bytes)
+                              : make_smem_desc(sK(st) + blk * (kBlockN * kSwizzleBytes) + k_bytes,
+                                               16, kSwizzleAtom);
       WgmmaSS<Element, kN>::run(*reinterpret_cast<float(*)[kN / 2]>(&acc_s[0]), a, bk,
                                 ks > 0 ? 1 : 0);
     }
@@ -516,10 +540,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   float acc_o[kD / 2];
   auto issue_pv = [&](const auto& p, int st, auto narrow) {  // O += P~ V_j
     constexpr int kN = decltype(narrow)::value ? kNarrowN : kBlockN;
+    [[maybe_unused]] const uint64_t v0 =
+        T::kDescAdvance ? make_smem_desc(sV(st), kBlockN * kSwizzleBytes, kSwizzleAtom) : 0;
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk) {
-      const uint64_t bv =
-          make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes), kBlockN * kSwizzleBytes, kSwizzleAtom);
+      const uint64_t bv = T::kDescAdvance ? smem_desc_advance(v0, kk * (16 * kSwizzleBytes))
+                                          : make_smem_desc(sV(st) + kk * (16 * kSwizzleBytes),
+                                                           kBlockN * kSwizzleBytes, kSwizzleAtom);
       WgmmaRS<Element, kD>::run(acc_o, p[kk], bv, 1);
     }
   };

@@ -276,8 +276,8 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
 // scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
 // scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
-// with S_q <= 1024, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 the
-// same in bf16; another value keeps the configuration of that head dim).
+// with S_q <= 1024, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 and
+// 23 the same in bf16; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -332,7 +332,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     // 8-11: bf16, causal, for a positive scale: the configured kernel with the softmax's tree
     // max, and from 9 on its exponentials in part on the FMA pipe (configs.hpp).
     if constexpr (kDtype == DType::bf16) {
-      if (v >= 8 && v <= 11 && !unfolded && args.causal) {
+      if (((v >= 8 && v <= 11) || v == 23) && !unfolded && args.causal) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
           using kernels::sm90::FwdSoftmaxVariant;
@@ -342,6 +342,9 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
               return launch_fwd<kDtype,
                                 typename FwdSoftmaxVariant<typename Short::Traits, kV>::type>(
                   args, stream);
+            launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Traits, kV>::type>(
+                args, stream);
+          } else if constexpr (kV == 23) {
             launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Traits, kV>::type>(
                 args, stream);
           } else if constexpr (kV == 10) {  // the other choice: without the deferral
@@ -354,7 +357,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         if (v == 8) return run(std::integral_constant<int, 8>{});
         if (v == 9) return run(std::integral_constant<int, 9>{});
         if (v == 10) return run(std::integral_constant<int, 10>{});
-        return run(std::integral_constant<int, 11>{});
+        if (v == 11) return run(std::integral_constant<int, 11>{});
+        return run(std::integral_constant<int, 23>{});
       }
     }
     // 21: causal, for a positive scale, the other choice of narrow steps (FwdTraitsNarrowSteps):
