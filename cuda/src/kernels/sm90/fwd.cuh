@@ -251,14 +251,75 @@ __device__ __forceinline__ float exp2_fma(float x) {
   return x < -125.5f ? 0.0f : y;
 }
 
-// Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: scores to the log2
-// domain, -inf past S_k and above the diagonal, the running max m, P~ = 2^(s - m), the running
-// sum l; alpha = 2^(m_old - m) per row for the rescale of O. With kFold (a positive scale)
-// the max is taken over the raw scores and scaled once per row, and each score enters the
-// exponent through one FFMA: fl(c x max s) = max fl(c x s) for c > 0, so m is the
-// same number; P~ differs from the unfolded one by the FFMA's single rounding. kMasked: the
-// tile crosses the diagonal or the end of the keys, so each score's index is compared; a full
-// tile compiles without them.
+// Line 10's max of half hf of a thread's rows (rows r and r + 8) over a 64 x kBlockN score tile,
+// the scores first taken to the log2 domain (unfolded) and masked (-inf past S_k and above the
+// diagonal, kMasked): the new running max from m_old, over the quad's four threads. With kFold
+// (a positive scale) the max is taken over the raw scores and scaled once:
+// fl(c x max s) = max fl(c x s) for c > 0, so m is the same number. kTreeMax: a tree of pairs.
+template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax>
+__device__ __forceinline__ float half_row_max(float (&acc_s)[kBlockN / 2], int hf, float m_old,
+                                              int limit, int n0, int t, float scale_log2) {
+  float m = kFold ? -INFINITY : m_old;
+  [[maybe_unused]] float pair_max[kBlockN / 8];  // kTreeMax: each pair's max, then the tree's
+#pragma unroll
+  for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float& s = acc_s[4 * i + 2 * hf + e];
+      if constexpr (!kFold) s *= scale_log2;
+      if (kMasked && n0 + 8 * i + 2 * t + e >= limit) s = -INFINITY;
+      if constexpr (kTreeMax)
+        pair_max[i] = e == 0 ? s : fmaxf(pair_max[i], s);
+      else
+        m = fmaxf(m, s);
+    }
+  if constexpr (kTreeMax) {
+#pragma unroll
+    for (int stride = 1; stride < kBlockN / 8; stride *= 2)
+#pragma unroll
+      for (int i = 0; i + stride < kBlockN / 8; i += 2 * stride)
+        pair_max[i] = fmaxf(pair_max[i], pair_max[i + stride]);
+    m = fmaxf(m, pair_max[0]);
+  }
+  m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+  return kFold ? fmaxf(m_old, m * scale_log2) : m;
+}
+
+// Line 11's P~ = 2^(s - m) of half hf in place, against m_base (the running max, or 0 for a
+// row that has seen no key), and their sum. Folded, each score enters the exponent through one
+// FFMA (P~ differs from the unfolded one by its single rounding). kPolyExpEvery: one pair in
+// that many starts on the FMA pipe (exp2_fma).
+template <int kBlockN, bool kFold, int kPolyExpEvery>
+__device__ __forceinline__ float half_row_exp_sum(float (&acc_s)[kBlockN / 2], int hf, float m_base,
+                                                  float scale_log2) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float& s = acc_s[4 * i + 2 * hf + e];
+      const float x = kFold ? fmaf(s, scale_log2, -m_base) : s - m_base;
+      constexpr int kEvery = kPolyExpEvery > 0 ? kPolyExpEvery : 1;
+      s = kPolyExpEvery > 0 && e == 0 && i % kEvery == kEvery - 1 ? exp2_fma(x) : fast_exp2(x);
+      sum += s;
+    }
+  return sum;
+}
+
+// The exponent's base for a row's max m: a row that has seen no visible key yet keeps
+// m = -inf, and its P~ and alpha are 0, not NaN. Folded, a max past float32 (scores above
+// 2.36e38, docs/verification.md) would zero every P~ through fma(s, c, -inf) and pass for a row
+// that sees no key: NaN instead, as unfolded.
+template <bool kFold>
+__device__ __forceinline__ float exp_base(float m) {
+  return m == -INFINITY ? 0.0f : (kFold && m == INFINITY ? NAN : m);
+}
+
+// Lines 10-12 of Alg. 1 on a consumer's 64 x kBlockN score tile, in place: the running max m,
+// P~ = 2^(s - m), the running sum l; alpha = 2^(m_old - m) per row for the rescale of O.
+// kMasked: the tile crosses the diagonal or the end of the keys, so each score's index is
+// compared; a full tile compiles without them.
 // kLazyOnePass (FwdTraitsLazyRescaleOnePass): each row keeps its running max unless a row of the
 // warp in the same half grows by more than kLazyRescaleLog2, by a vote per half, so that row 1's
 // max still runs under row 0's exponentials (online_softmax_lazy votes once, after both rows'
@@ -272,54 +333,19 @@ __device__ __forceinline__ bool online_softmax(float (&acc_s)[kBlockN / 2], floa
   [[maybe_unused]] bool rescaled = false;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    float m = kFold ? -INFINITY : row_m[hf];
-    [[maybe_unused]] float pair_max[kBlockN / 8];  // kTreeMax: each pair's max, then the tree's
-#pragma unroll
-    for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& s = acc_s[4 * i + 2 * hf + e];
-        if constexpr (!kFold) s *= scale_log2;
-        if (kMasked && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
-        if constexpr (kTreeMax)
-          pair_max[i] = e == 0 ? s : fmaxf(pair_max[i], s);
-        else
-          m = fmaxf(m, s);
-      }
-    if constexpr (kTreeMax) {
-#pragma unroll
-      for (int stride = 1; stride < kBlockN / 8; stride *= 2)
-#pragma unroll
-        for (int i = 0; i + stride < kBlockN / 8; i += 2 * stride)
-          pair_max[i] = fmaxf(pair_max[i], pair_max[i + stride]);
-      m = fmaxf(m, pair_max[0]);
-    }
-    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-    if constexpr (kFold) m = fmaxf(row_m[hf], m * scale_log2);
+    float m = half_row_max<kBlockN, kFold, kMasked, kTreeMax>(acc_s, hf, row_m[hf], limit[hf], n0,
+                                                              t, scale_log2);
     if constexpr (kLazyOnePass) {
       // Kept, m is row_m: alpha = 2^0 = 1 and l + sum, the same as a skipped rescale.
       const bool grows = __any_sync(0xffffffff, m > row_m[hf] + kLazyRescaleLog2) != 0;
       if (!grows) m = row_m[hf];
       rescaled = rescaled || grows;
     }
-    // A row that has seen no visible key yet keeps m = -inf; its P~ and alpha are 0, not NaN.
-    // Folded, a max past float32 (scores above 2.36e38, docs/verification.md) would zero every
-    // P~ through fma(s, c, -inf) and pass for a row that sees no key: NaN instead, as unfolded.
-    const float m_base = m == -INFINITY ? 0.0f : (kFold && m == INFINITY ? NAN : m);
+    const float m_base = exp_base<kFold>(m);
     alpha[hf] = fast_exp2(row_m[hf] - m_base);
     row_m[hf] = m;
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& s = acc_s[4 * i + 2 * hf + e];
-        const float x = kFold ? fmaf(s, scale_log2, -m_base) : s - m_base;
-        constexpr int kEvery = kPolyExpEvery > 0 ? kPolyExpEvery : 1;
-        s = kPolyExpEvery > 0 && e == 0 && i % kEvery == kEvery - 1 ? exp2_fma(x) : fast_exp2(x);
-        sum += s;
-      }
+    const float sum =
+        half_row_exp_sum<kBlockN, kFold, kPolyExpEvery>(acc_s, hf, m_base, scale_log2);
     row_l[hf] = alpha[hf] * row_l[hf] + sum;
   }
   return !kLazyOnePass || rescaled;
@@ -334,33 +360,9 @@ __device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2],
                                                     float scale_log2) {
   float m_new[2];
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float m = kFold ? -INFINITY : row_m[hf];
-    [[maybe_unused]] float pair_max[kBlockN / 8];  // as online_softmax's
-#pragma unroll
-    for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& s = acc_s[4 * i + 2 * hf + e];
-        if constexpr (!kFold) s *= scale_log2;
-        if (kMasked && n0 + 8 * i + 2 * t + e >= limit[hf]) s = -INFINITY;
-        if constexpr (kTreeMax)
-          pair_max[i] = e == 0 ? s : fmaxf(pair_max[i], s);
-        else
-          m = fmaxf(m, s);
-      }
-    if constexpr (kTreeMax) {
-#pragma unroll
-      for (int stride = 1; stride < kBlockN / 8; stride *= 2)
-#pragma unroll
-        for (int i = 0; i + stride < kBlockN / 8; i += 2 * stride)
-          pair_max[i] = fmaxf(pair_max[i], pair_max[i + stride]);
-      m = fmaxf(m, pair_max[0]);
-    }
-    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
-    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
-    m_new[hf] = kFold ? fmaxf(row_m[hf], m * scale_log2) : m;
-  }
+  for (int hf = 0; hf < 2; ++hf)
+    m_new[hf] = half_row_max<kBlockN, kFold, kMasked, kTreeMax>(acc_s, hf, row_m[hf], limit[hf], n0,
+                                                                t, scale_log2);
   // (-inf + 8 is -inf: a row's first visible key always rescales; +inf and NaN scores take the
   // path below as they would without the deferral.)
   const bool grows =
@@ -369,20 +371,10 @@ __device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2],
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const float m = rescale ? m_new[hf] : row_m[hf];
-    // As online_softmax: a row with no visible key keeps m = -inf; a folded max past float32
-    // gives NaN.
-    const float m_base = m == -INFINITY ? 0.0f : (kFold && m == INFINITY ? NAN : m);
+    const float m_base = exp_base<kFold>(m);
     alpha[hf] = rescale ? fast_exp2(row_m[hf] - m_base) : 1.0f;
     row_m[hf] = m;
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& s = acc_s[4 * i + 2 * hf + e];
-        s = fast_exp2(kFold ? fmaf(s, scale_log2, -m_base) : s - m_base);
-        sum += s;
-      }
+    const float sum = half_row_exp_sum<kBlockN, kFold, 0>(acc_s, hf, m_base, scale_log2);
     row_l[hf] = rescale ? alpha[hf] * row_l[hf] + sum : row_l[hf] + sum;
   }
   return rescale;
