@@ -195,28 +195,28 @@ struct FwdVariant<Element, 128, 5> {
 // 0.2350 and 0.2596; deleted): the consumers are short of issue slots, not of the
 // special-function unit (docs/perf-notes.md, run 37b).
 template <typename Traits, int kVariant>
-struct FwdSoftmaxVariant;
+struct FwdStepVariant;
 template <typename Traits>
-struct FwdSoftmaxVariant<Traits, 8> {
+struct FwdStepVariant<Traits, 8> {
   using type = FwdTraitsTreeMax<Traits>;
 };
 template <typename Traits>
-struct FwdSoftmaxVariant<Traits, 9> {
+struct FwdStepVariant<Traits, 9> {
   using type = FwdTraitsPolyExp<FwdTraitsTreeMax<Traits>, 4>;
 };
 template <typename Traits>
-struct FwdSoftmaxVariant<Traits, 10> {
+struct FwdStepVariant<Traits, 10> {
   using type = FwdTraitsLazyRescale<Traits>;
 };
 template <typename Traits>
-struct FwdSoftmaxVariant<Traits, 11> {
+struct FwdStepVariant<Traits, 11> {
   using type = FwdTraitsLazyRescaleOnePass<Traits>;
 };
 // 23: the configured kernels (d = 128's with its deferred rescale) with each step's wgmma
 // descriptors advanced from its first (FwdTraitsDescAdvance; the same bits). Written after run
 // 37d, not yet timed.
 template <typename Traits>
-struct FwdSoftmaxVariant<Traits, 23> {
+struct FwdStepVariant<Traits, 23> {
   using type = FwdTraitsDescAdvance<Traits>;
 };
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three

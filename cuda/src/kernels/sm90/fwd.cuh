@@ -233,7 +233,8 @@ struct FwdTraitsRowsAfter : Base {
 // accurate as ex2.approx.ftz: x = j + f with j = rint(x) and f in [-1/2, 1/2] (the add and
 // subtract of 1.5 x 2^23 round x to an integer, which the sum keeps in its low mantissa bits),
 // 2^f by a degree-5 polynomial (coefficients fitted for relative error on [-1/2, 1/2]: at most
-// 2.1e-7 = 2^-22.2 in float32's Horner, measured on 200,001 points, docs/verification.md), and
+// 2.14e-7 = 2^-22.16 in float32's Horner, measured on every 7th float in [-125.5, 0],
+// docs/verification.md), and
 // 2^j added to its exponent. Below -125.5 (2^x < 2^-125, where j would reach the exponent's
 // floor) the result is 0, as the flush to zero makes ex2.approx.ftz's below 2^-126; -inf gives 0,
 // NaN stays NaN.
@@ -378,6 +379,21 @@ __device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2],
     row_l[hf] = rescale ? alpha[hf] * row_l[hf] + sum : row_l[hf] + sum;
   }
   return rescale;
+}
+
+// A step's lines 10-12 on kN columns as traits T ask: the deferred rescale's two phases
+// (FwdTraitsLazyRescale), or online_softmax with T's options. Returns whether the step rescaled.
+template <typename T, int kN, bool kMasked>
+__device__ __forceinline__ bool step_softmax(float (&acc_s)[kN / 2], float (&row_m)[2],
+                                             float (&row_l)[2], float (&alpha)[2],
+                                             const int (&limit)[2], int n0, int t,
+                                             float scale_log2) {
+  if constexpr (T::kLazyRescale && !T::kLazyOnePass)
+    return online_softmax_lazy<kN, T::kFoldScale, kMasked, T::kTreeMax>(acc_s, row_m, row_l, alpha,
+                                                                        limit, n0, t, scale_log2);
+  else
+    return online_softmax<kN, T::kFoldScale, kMasked, T::kTreeMax, T::kPolyExpEvery,
+                          T::kLazyOnePass>(acc_s, row_m, row_l, alpha, limit, n0, t, scale_log2);
 }
 
 template <typename T>
@@ -619,13 +635,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // Returns whether the step rescaled (always, but with FwdTraitsLazyRescale).
   auto narrow_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2],
                             float(&alpha)[2], const int(&limit)[2], int n) {
-    auto& narrow_s = *reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s);
-    if constexpr (T::kLazyRescale && !T::kLazyOnePass)
-      return online_softmax_lazy<kNarrowN, T::kFoldScale, true, T::kTreeMax>(
-          narrow_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2);
-    return online_softmax<kNarrowN, T::kFoldScale, true, T::kTreeMax, T::kPolyExpEvery,
-                          T::kLazyOnePass>(narrow_s, m, l, alpha, limit, n * kBlockN, t,
-                                           args.scale_log2);
+    return step_softmax<T, kNarrowN, true>(*reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s), m, l,
+                                           alpha, limit, n * kBlockN, t, args.scale_log2);
   };
   // Lines 10-12 on a tile's first key tile n, from m = -inf and l = 0.
   auto first_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2], float(&alpha)[2],
@@ -763,13 +774,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       bool rescaled = true;  // (the warp's vote with FwdTraitsLazyRescale: uniform)
       if constexpr (decltype(narrow)::value)
         rescaled = narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
-      else if constexpr (T::kLazyRescale && !T::kLazyOnePass)
-        rescaled =
-            online_softmax_lazy<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax>(
-                acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       else
-        rescaled = online_softmax<kBlockN, T::kFoldScale, decltype(masked)::value, T::kTreeMax,
-                                  T::kPolyExpEvery, T::kLazyOnePass>(
+        rescaled = step_softmax<T, kBlockN, decltype(masked)::value>(
             acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
       wgmma_wait<0>();
       fence_registers(acc_o);

@@ -335,23 +335,22 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
       if (((v >= 8 && v <= 11) || v == 23) && !unfolded && args.causal) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
-          using kernels::sm90::FwdSoftmaxVariant;
+          using kernels::sm90::FwdStepVariant;
           if constexpr (kD == 64) {
             using Short = kernels::sm90::FwdShortConfig<Element>;
             if (args.S_q <= Short::kMaxRows)
-              return launch_fwd<kDtype,
-                                typename FwdSoftmaxVariant<typename Short::Traits, kV>::type>(
+              return launch_fwd<kDtype, typename FwdStepVariant<typename Short::Traits, kV>::type>(
                   args, stream);
-            launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Traits, kV>::type>(
-                args, stream);
+            launch_fwd<kDtype, typename FwdStepVariant<typename Config::Traits, kV>::type>(args,
+                                                                                           stream);
           } else if constexpr (kV == 23) {
-            launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Traits, kV>::type>(
-                args, stream);
+            launch_fwd<kDtype, typename FwdStepVariant<typename Config::Traits, kV>::type>(args,
+                                                                                           stream);
           } else if constexpr (kV == 10) {  // the other choice: without the deferral
             launch_fwd<kDtype, typename Config::Base>(args, stream);
           } else {
-            launch_fwd<kDtype, typename FwdSoftmaxVariant<typename Config::Base, kV>::type>(args,
-                                                                                            stream);
+            launch_fwd<kDtype, typename FwdStepVariant<typename Config::Base, kV>::type>(args,
+                                                                                         stream);
           }
         };
         if (v == 8) return run(std::integral_constant<int, 8>{});
