@@ -8,20 +8,12 @@
 # bench/results/2026-12-05-run38a/call.sh, carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
-date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
-w=$(mktemp -d); tar -C $w -xJf .device/bin.tar.xz
-export LD_LIBRARY_PATH=$w/lib
-b=$w/bin; fr=$b/flashref
-mkdir -p $OUT; T=$OUT/tests.log; : > $T
-step() { local name=$1 lim=$2; shift 2; local t0=$SECONDS; echo "### $name" >> $T; timeout $lim "$@" >> $T 2>&1; echo "$name rc=$? $((SECONDS-t0))s $(tail -1 $T | cut -c1-100)" | tee -a $OUT/steps.txt; }
+source scripts/device-call-lib.sh
 san() { local tool=$1; shift; step "$tool-$1" 120 compute-sanitizer --tool $tool --print-limit 5 --error-exitcode 9 $fr verify --backends cuda --dtype bf16 "${@:2}"; }
 for tool in memcheck racecheck synccheck initcheck; do
   san $tool d128-persistent --shape 2,40,512,512,128 --mask causal
 done
 san memcheck d128-large-gqa --shape 2,8,1000,1000,128 --mask causal-bottom-right --heads-kv 2 --large
-fwd() {  # label shape tune
-  echo "bench fwd $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 $fr bench --backends cuda --dtype bf16 --reps 30 --warmup 5 --json --shape $2 --mask causal 2>&1 | tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4), round(x.get('min_ms',0),4)) for x in r])")"
-}
 for v in 11 23; do step awkward-$v 60 env FLASHREF_CUDA_TUNE=fwd90=$v $b/cuda_awkward_shapes_test --gtest_brief=1; done
 for round in 0 1; do
   for shape in 32,16,1024,1024,64 16,16,2048,2048,64 1,16,16384,16384,64 32,16,1024,1024,128 1,16,16384,16384,128; do
@@ -29,6 +21,5 @@ for round in 0 1; do
     for v in "${vs[@]}"; do fwd v$v $shape fwd90=$v; done
   done
 done | tee $OUT/times.txt
-tuned() { local f=$(mktemp); printf '#!/bin/sh\nFLASHREF_CUDA_TUNE=%s exec %s "$@"\n' "$1" "$2" > $f; chmod +x $f; echo $f; }
 ((SECONDS < 480)) && step bits-23 110 scripts/cuda-bits $fr $(tuned fwd90=23 $fr) $(mktemp -d)
 date -u

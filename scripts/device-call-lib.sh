@@ -1,0 +1,39 @@
+# Sourced by a device call's script (bench/results/<run>/call.sh), there, from the repository
+# root: the setup and helpers every such call repeated. After `source scripts/device-call-lib.sh`:
+#   $b, $fr       the staged programs' folder (.device/bin.tar.xz unpacked) and flashref
+#   $T            $OUT/tests.log, each step's output; $OUT/steps.txt, one line a step
+#   step NAME LIMIT CMD...     runs CMD under `timeout LIMIT`, logs it, prints rc, time, last line
+#   fwd LABEL SHAPE [TUNE]     `flashref bench` forward, causal bf16, medians of 30, with
+#                              FLASHREF_CUDA_TUNE=TUNE: one line "bench fwd LABEL SHAPE [(pass,
+#                              median ms, min ms)]"
+#   tuned TUNE PROGRAM         a wrapper script that runs PROGRAM under FLASHREF_CUDA_TUNE=TUNE
+#                              (for scripts/cuda-bits' OLD and NEW)
+date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
+_call_work=$(mktemp -d)
+tar -C "$_call_work" -xJf .device/bin.tar.xz
+export LD_LIBRARY_PATH=$_call_work/lib
+b=$_call_work/bin
+fr=$b/flashref
+mkdir -p "$OUT"
+T=$OUT/tests.log
+: >"$T"
+step() {
+  local name=$1 lim=$2
+  shift 2
+  local t0=$SECONDS
+  echo "### $name" >>"$T"
+  timeout "$lim" "$@" >>"$T" 2>&1
+  echo "$name rc=$? $((SECONDS - t0))s $(tail -1 "$T" | cut -c1-100)" | tee -a "$OUT/steps.txt"
+}
+fwd() {
+  echo "bench fwd $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 "$fr" bench --backends cuda --dtype bf16 \
+    --reps 30 --warmup 5 --json --shape "$2" --mask causal 2>&1 | tr -d '\n' | python3 -c \
+    "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4), round(x.get('min_ms',0),4)) for x in r])")"
+}
+tuned() {
+  local f
+  f=$(mktemp)
+  printf '#!/bin/sh\nFLASHREF_CUDA_TUNE=%s exec %s "$@"\n' "$1" "$2" >"$f"
+  chmod +x "$f"
+  echo "$f"
+}
