@@ -219,6 +219,17 @@ template <typename Traits>
 struct FwdStepVariant<Traits, 23> {
   using type = FwdTraitsDescAdvance<Traits>;
 };
+// 24: the configured kernels with the consumer's index provably warp-uniform
+// (FwdTraitsUniformConsumer; the same bits); 25: with their descriptors advanced too. Written
+// in the session after run 37d, not yet timed.
+template <typename Traits>
+struct FwdStepVariant<Traits, 24> {
+  using type = FwdTraitsUniformConsumer<Traits>;
+};
+template <typename Traits>
+struct FwdStepVariant<Traits, 25> {
+  using type = FwdTraitsDescAdvance<FwdTraitsUniformConsumer<Traits>>;
+};
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the

@@ -91,6 +91,9 @@ struct FwdTraits {
   static constexpr bool kLazyOnePass = false;
   // Each wgmma k-step's descriptor advanced from the step's first (FwdTraitsDescAdvance).
   static constexpr bool kDescAdvance = false;
+  // The consumer's index broadcast from lane 0, so that ptxas knows it is warp-uniform
+  // (FwdTraitsUniformConsumer).
+  static constexpr bool kUniformConsumer = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -217,6 +220,17 @@ struct FwdTraitsLazyRescaleOnePass : Base {
 template <typename Base>
 struct FwdTraitsDescAdvance : Base {
   static constexpr bool kDescAdvance = true;
+};
+
+// The consumer's index c taken from lane 0 by a shuffle, which ptxas knows gives every lane the
+// same value: c = threadIdx.x / 128 - 1 is the same for a warp too, but ptxas cannot prove it,
+// so Q's descriptors (the tile's address plus c's 64 rows) live in vector registers and each of
+// a step's S k-steps moves them to the uniform ones (8 R2UR and 4 moves a step at d = 64, 14 of
+// the short tiles' 476 instructions; CUTLASS's canonical_warp_group_idx does the same). The
+// same products, so the same bits.
+template <typename Base>
+struct FwdTraitsUniformConsumer : Base {
+  static constexpr bool kUniformConsumer = true;
 };
 
 // The rows marked past the fold's range computed again by a kernel of their own
@@ -509,7 +523,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   setmaxnreg_inc<T::kConsumerRegs>();
-  const int c = wg - 1, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int c = T::kUniformConsumer ? __shfl_sync(0xffffffffu, wg - 1, 0) : wg - 1;
+  const int lane = tid % 32, g = lane / 4, t = lane % 4;
   const int r_lo = c * 64 + ((tid % 128) / 32) * 16 + g;  // rows r_lo and r_lo + 8 of the tile
 
   uint32_t q_tile = sQ(0);                                  // the current tile's Q buffer
