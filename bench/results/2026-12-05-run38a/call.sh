@@ -3,13 +3,18 @@
 # 37d, checked (awkward shapes; 24's and 25's bits against the default) and timed against the
 # default, two rounds alternating: fwd90=11 (the deferral in one pass), 23 (the wgmma
 # descriptors advanced), 24 (the consumer's index provably warp-uniform) and 25 (24 and 23).
-# compute-sanitizer on d = 128's deferred rescale moved to the call that measures the goal's
-# table on the defaults chosen here (perf-notes, "Run 38a").
+# First compute-sanitizer (the four tools) on d = 128's deferred rescale, the default since
+# 0d1a151, never under the tools (run 37d ran out of device time); seconds each (run 37a).
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test" scripts/device-build; there: bash
 # bench/results/2026-12-05-run38a/call.sh, carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
 source scripts/device-call-lib.sh
+san() { local tool=$1; shift; step "$tool-$1" 60 compute-sanitizer --tool $tool --print-limit 5 --error-exitcode 9 $fr verify --backends cuda --dtype bf16 "${@:2}"; }
+for tool in memcheck racecheck synccheck initcheck; do
+  san $tool d128-persistent --shape 2,40,512,512,128 --mask causal
+done
+san memcheck d128-large-gqa --shape 2,8,1000,1000,128 --mask causal-bottom-right --heads-kv 2 --large
 for v in 24 25 23 11; do step awkward-$v 60 env FLASHREF_CUDA_TUNE=fwd90=$v $b/cuda_awkward_shapes_test --gtest_brief=1; done
 for round in 0 1; do
   for shape in 32,16,1024,1024,64 16,16,2048,2048,64 1,16,16384,16384,64; do
