@@ -220,8 +220,9 @@ struct FwdStepVariant<Traits, 23> {
   using type = FwdTraitsDescAdvance<Traits>;
 };
 // 24: the configured kernels with the consumer's index provably warp-uniform
-// (FwdTraitsUniformConsumer; the same bits); 25: with their descriptors advanced too. Written
-// in the session after run 37d, not yet timed.
+// (FwdTraitsUniformConsumer; the same bits); 25: with their descriptors advanced too; 26: 25
+// with the deferral in one pass (d = 64 only: FwdTraitsLazyRescaleOnePass; at d = 128, 25).
+// Written in the session after run 37d, not yet timed.
 template <typename Traits>
 struct FwdStepVariant<Traits, 24> {
   using type = FwdTraitsUniformConsumer<Traits>;
@@ -229,6 +230,12 @@ struct FwdStepVariant<Traits, 24> {
 template <typename Traits>
 struct FwdStepVariant<Traits, 25> {
   using type = FwdTraitsDescAdvance<FwdTraitsUniformConsumer<Traits>>;
+};
+template <typename Traits>
+struct FwdStepVariant<Traits, 26> {
+  using type = typename FwdStepVariant<
+      std::conditional_t<Traits::kLazyRescale, Traits, FwdTraitsLazyRescaleOnePass<Traits>>,
+      25>::type;
 };
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent

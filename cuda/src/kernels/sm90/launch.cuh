@@ -277,7 +277,7 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
 // scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
 // with S_q <= 1024, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 and
-// 23-25 the same in bf16; another value keeps the configuration of that head dim).
+// 23-26 the same in bf16; another value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -332,7 +332,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     // 8-11: bf16, causal, for a positive scale: the configured kernel with the softmax's tree
     // max, and from 9 on its exponentials in part on the FMA pipe (configs.hpp).
     if constexpr (kDtype == DType::bf16) {
-      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 25)) && !unfolded && args.causal) {
+      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26)) && !unfolded && args.causal) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
           using kernels::sm90::FwdStepVariant;
@@ -359,7 +359,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         if (v == 11) return run(std::integral_constant<int, 11>{});
         if (v == 23) return run(std::integral_constant<int, 23>{});
         if (v == 24) return run(std::integral_constant<int, 24>{});
-        return run(std::integral_constant<int, 25>{});
+        if (v == 25) return run(std::integral_constant<int, 25>{});
+        return run(std::integral_constant<int, 26>{});
       }
     }
     // 21: causal, for a positive scale, the other choice of narrow steps (FwdTraitsNarrowSteps):
