@@ -41,18 +41,21 @@ void add(std::array<double, 5>& max, TensorId t, double x) {
 // Query row `q` against keys 0..last: M_O, M_L, M_dQ of the row and its share of M_dK, M_dV.
 void row(HeadSums& h, const double* q, const double* K, const double* V, const double* dO,
          std::int64_t last, std::int64_t d, double scale) {
-  double m = -INFINITY;
+  double m = -INFINITY, s_min = INFINITY;
   for (std::int64_t j = 0; j <= last; ++j) {
     double dot = 0.0;
     for (std::int64_t c = 0; c < d; ++c) dot += q[c] * K[j * d + c];
     h.S[size(j)] = scale * dot;
     m = std::max(m, h.S[size(j)]);
+    s_min = std::min(s_min, h.S[size(j)]);
     raise(h.max_abs_score, std::fabs(h.S[size(j)]));
   }
   double l = 0.0;
   for (std::int64_t j = 0; j <= last; ++j) l += std::exp(h.S[size(j)] - m);
   const double L = m + std::log(l);
-  add(h.max, TensorId::L, std::fabs(m) + std::log(l));
+  // A kept running max is the max of some of the row's scores: it lags m by at most m - s_min.
+  const double lag = std::min(kConditionalRescale, m - s_min);
+  add(h.max, TensorId::L, std::fabs(m) + std::log(l) + 2.0 * lag);
   std::fill(h.O.begin(), h.O.end(), 0.0);
   for (std::int64_t j = 0; j <= last; ++j) {
     h.P[size(j)] = std::exp(h.S[size(j)] - L);

@@ -4,6 +4,7 @@
 // term (a correct kernel, O = -0.088 summed from V values near 1 that cancel). Then the three
 // bf16 cases the long fuzz found next, which fail without the noise part's P~ operand term
 // ("The P~ operand under cancellation").
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -27,7 +28,8 @@ ProblemData random_data(const Problem& p, std::uint64_t seed) {
 
 TEST(CancellationFloor, WithZeroQueriesPIsUniformAndTheSumsAreMeansOfAbsoluteValues) {
   // Q = 0 gives S = 0, so every visible key has P = 1/n, m = 0 and l = n: M_O(i, c) is the
-  // mean of |V_jc| over the n keys row i sees, M_L(i) = log n, and dS = P (dP - D) with
+  // mean of |V_jc| over the n keys row i sees, M_L(i) = log n (equal scores: no running max
+  // lags m, so no conditional rescale's allowance), and dS = P (dP - D) with
   // D = sum_j P_j dP_j.
   const Problem p = make_problem(1, 1, 1, 6, 9, 5, Mask::causal_bottom_right, DType::f32);
   ProblemData data = random_data(p, 3);
@@ -55,6 +57,24 @@ TEST(CancellationFloor, WithZeroQueriesPIsUniformAndTheSumsAreMeansOfAbsoluteVal
   // dQ and dK are scale * sums of |dS| |K| and |dS| |Q|: with Q = 0, dK's terms are all 0.
   EXPECT_EQ(sums.max_magnitude(TensorId::dK), 0.0);
   EXPECT_GT(sums.max_magnitude(TensorId::dQ), 0.0);
+}
+
+TEST(CancellationFloor, LsTermAllowsARunningMaxThatLagsByAsMuchAsTheScoresLet) {
+  // One query (q = 1) and two keys (d = 1, scale 1): scores 0 and -g. A kernel that defers its
+  // rescale may keep m' = -g, lagging the max 0 by g, and add L from m' and log l', each up to
+  // g larger: M_L = |m| + log l + 2 lag, lag = min(g, kConditionalRescale).
+  const Problem p = make_problem(1, 1, 1, 1, 2, 1, Mask::none, DType::f32);
+  for (float g : {1.0f, 20.0f}) {
+    ProblemData data = random_data(p, 5);
+    data.q.set(0, 0, 0, 0, 1.0f);
+    data.k.set(0, 0, 0, 0, 0.0f);
+    data.k.set(0, 0, 1, 0, -g);
+    const double l = 1.0 + std::exp(-static_cast<double>(g));
+    const double lag = std::min(static_cast<double>(g), kConditionalRescale);
+    const double expected = std::log(l) + 2.0 * lag;
+    EXPECT_NEAR(sum_magnitudes(data, false).max_magnitude(TensorId::L), expected, 1e-12 * expected)
+        << "g = " << g;
+  }
 }
 
 TEST(CancellationFloor, TheSumsScaleWithTheTermsNotWithTheResult) {

@@ -45,6 +45,11 @@ struct Kernel {
   bool max_init_zero = false;          // running max starts at 0 instead of -inf
   float score_eps = 0.0f;              // added to every visible score ("for stability")
   float denominator_eps = 0.0f;        // O = acc / (l + eps), L = m + log(l + eps)
+  // Not a mistake: FlashAttention-4's conditional rescale (flashref's sm90 forward at d = 128,
+  // FwdTraitsLazyRescale). A key tile whose max exceeds the running max m by at most this
+  // (natural-log units; 0: off) leaves m, l and acc as they are, so P~ = exp(s - m) reaches
+  // e^lazy_rescale and L = m + log l adds two larger numbers.
+  float lazy_rescale = 0.0f;
 };
 
 // x y as tensor cores make it from float32 operands each split into two TF32 values, big =
@@ -140,8 +145,9 @@ inline verify::TensorSet run_kernel(const verify::ProblemData& data, const Kerne
             if (seen) any = true;
             tile_max = std::max(tile_max, s[n(j)]);
           }
-          const float m_new = std::max(m, tile_max);
+          float m_new = std::max(m, tile_max);
           if (m_new == ninf) continue;  // nothing seen yet
+          if (k.lazy_rescale > 0.0f && m != ninf && m_new - m <= k.lazy_rescale) m_new = m;
           const float alpha = std::exp(m - m_new);
           l *= alpha;
           for (float& a : acc) a *= alpha;

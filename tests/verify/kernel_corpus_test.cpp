@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "flashref/verify/check.hpp"
+#include "flashref/verify/sum_magnitude.hpp"
 #include "kernel_corpus.hpp"
 
 namespace {
@@ -258,6 +259,57 @@ TEST(KernelCorpus, MaxInitZeroIsNamedWhereTheScoresAreVeryNegative) {
   k.max_init_zero = true;
   expect_clean_pass(check(make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32), k),
                     "ordinary inputs");
+}
+
+// Rows whose attention is one key, with score 0.25 y (y in [-1, 1) from the row's query, so L
+// is near 0), in the third key tile of 32; the first tile's largest score is -5 - 0.25 y, a gap
+// of 5 + 0.5 y below, within FlashAttention-4's conditional rescale (8 ln 2 = 5.55), which so
+// leaves m there and adds L from m and log l near -5 and +5; every other score is -30. The
+// inputs and the scores are exact in float32.
+ProblemData peaked_rows(const Problem& p) {
+  ProblemData data = make_problem_data(p, {5, false, Layout::bshd});
+  constexpr std::int64_t kDominant = 70, kFirstTileMax = 5;
+  constexpr float kGap = 5.0f;
+  for (std::int64_t h = 0; h < p.H_kv; ++h)
+    for (std::int64_t j = 0; j < p.S_k; ++j) {
+      for (std::int64_t c = 0; c < p.d; ++c) data.k.set(0, h, j, c, 0.0f);
+      data.k.set(0, h, j, 0, j == kDominant ? 0.0f : j == kFirstTileMax ? -4.0f * kGap : -120.0f);
+      data.k.set(0, h, j, 1, j == kDominant ? 1.0f : j == kFirstTileMax ? -1.0f : 0.0f);
+    }
+  for (std::int64_t h = 0; h < p.H; ++h)
+    for (std::int64_t i = 0; i < p.S_q; ++i) {
+      for (std::int64_t c = 0; c < p.d; ++c) data.q.set(0, h, i, c, 0.0f);
+      data.q.set(0, h, i, 0, 1.0f);
+      data.q.set(0, h, i, 1, static_cast<float>((i * 37 + h * 11) % 64 - 32) / 32.0f);
+    }
+  return data;
+}
+
+// The conditional rescale is not a mistake: a kernel with it passes, on ordinary inputs and on
+// rows whose L is near 0 while m and log l, which L adds, are each near 5 (docs/
+// verification.md, "The conditional rescale"). There the kernel's L error sits above the limit
+// without L's 2 tau of the cancellation term (it failed at 1.155 x the limit before the term)
+// and under it with the term.
+TEST(KernelCorpus, ConditionalRescaleIsNotAMistake) {
+  Kernel lazy;
+  lazy.lazy_rescale = static_cast<float>(kConditionalRescale);
+  for (Mask mask : kMasks)
+    for (const Case& c : shapes(mask)) expect_clean_pass(check(c.problem, lazy), c.name);
+  const Problem p = make_problem(1, 2, 1, 100, 100, 16, Mask::none, DType::f32);
+  const ProblemData data = peaked_rows(p);
+  expect_clean_pass(check(data, {}), "peaked rows, the plain online softmax");
+  const CheckResult r = check(data, lazy);
+  expect_clean_pass(r, "peaked rows, the conditional rescale");
+  // The rescale was deferred: the two kernels' L differ (by roundings only).
+  const TensorSet plain_out = corpus::run_kernel(data, {}),
+                  lazy_out = corpus::run_kernel(data, lazy);
+  EXPECT_NE(plain_out.at(TensorId::L), lazy_out.at(TensorId::L));
+  for (const TensorReport& t : r.tensors) {
+    if (t.tensor != TensorId::L) continue;
+    const double term = kSumEpsilon * 2.0 * kConditionalRescale;
+    EXPECT_GT(t.rule.candidate_err, t.rule.limit - term) << report(r);
+    EXPECT_LT(t.rule.candidate_err, t.rule.limit) << report(r);
+  }
 }
 
 // An epsilon "for stability": the values students use (1e-10, 1e-8) are below float32's

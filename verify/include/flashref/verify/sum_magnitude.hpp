@@ -8,13 +8,16 @@
 // its own worst element, may happen to be one ulp. docs/verification.md ("The cancellation
 // floor") derives the term and measures it; per element e of tensor T:
 //
-//   M_O(i,c)  = sum_j P_ij |V_jc|                    M_L(i)    = |m_i| + log l_i
+//   M_O(i,c)  = sum_j P_ij |V_jc|                    M_L(i)    = |m_i| + log l_i + 2 lag_i
 //   M_dV(j,c) = sum_i P_ij |dO_ic|                   M_dQ(i,c) = |scale| sum_j |dS_ij| |K_jc|
 //   M_dK(j,c) = |scale| sum_i |dS_ij| |Q_ic|
 //
 // over the visible (i, j) (for dK and dV, i runs over every query head of the key/value head's
 // group), with P, dS = P (dP - D), m = max_j S_ij and l = sum_j exp(S_ij - m) from the inputs in
 // double: the gold's quantities. The rule adds kSumEpsilon * max_e M_T(e) to T's floor.
+// lag_i = min(kConditionalRescale, m_i - min_j S_ij): a kernel that defers its rescale adds
+// L = m + log l from a running max up to lag_i below m and a log l up to lag_i above it
+// (docs/verification.md, "The conditional rescale").
 #pragma once
 
 #include <array>
@@ -26,6 +29,11 @@ namespace flashref::verify {
 
 // The machine epsilon of the accumulation dtype, float32 in every backend (2 unit roundoffs).
 inline constexpr double kSumEpsilon = 0x1p-23;
+
+// The largest growth of the running max that a correct kernel may leave unrescaled, in
+// natural-log units: FlashAttention-4's conditional rescale, 2^8 (8 ln 2), which flashref's own
+// sm90 forward uses at d = 128 (FwdTraitsLazyRescale).
+inline constexpr double kConditionalRescale = 8.0 * 0.69314718055994530942;
 
 struct SumMagnitudes {
   // max_e M_T(e) by TensorId (0 for a gradient when the backward was not asked for, and for
