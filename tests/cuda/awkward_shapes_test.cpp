@@ -178,5 +178,42 @@ TEST(CudaLargeScores, RowsPastTheFoldsRangeKeepTheirKeys_16bit_forward) {
       }
 }
 
+// Rows whose attention is one key with a score near 0 (so L is near 0), while the first key
+// tile the forward visits (the last: the walk runs from the last key tile down) holds a key
+// 5 - 0.5 y below it, within the deferred rescale's 2^8 (d = 128's default,
+// FwdTraitsLazyRescale): the kernel then adds L from a kept max near -5 and a log l near +5.
+// The rule allows a lag of min(8 ln 2, m - min S) (docs/verification.md, "The conditional
+// rescale", where the corpus kernel failed without it); every other score is -30. Exact in
+// bf16 and f16. Forward only: L is what the deferral changes.
+TEST(CudaPeakedRows, LNearZeroAfterADeferredRescalePassesTheRule_16bit_forward) {
+  FLASHREF_REQUIRE_GPU();
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (std::int64_t d : {64, 128})
+      for (Mask mask : {Mask::none, Mask::causal_top_left}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + ", d = " + std::to_string(d) + ", " +
+                     std::string(mask_name(mask)));
+        Problem problem = make_problem(1, 2, 1, 300, 300, d, mask, dtype);
+        problem.scale = 0.25;
+        verify::ProblemData data =
+            verify::make_problem_data(problem, {9, false, verify::Layout::bshd});
+        constexpr std::int64_t kDominant = 70, kFirstVisitedMax = 280;
+        for (std::int64_t j = 0; j < problem.S_k; ++j) {
+          for (std::int64_t c = 0; c < d; ++c) data.k.set(0, 0, j, c, 0.0f);
+          data.k.set(0, 0, j, 0, j == kDominant ? 0.0f : j == kFirstVisitedMax ? -20.0f : -120.0f);
+          data.k.set(0, 0, j, 1, j == kDominant ? 1.0f : j == kFirstVisitedMax ? -1.0f : 0.0f);
+        }
+        for (std::int64_t h = 0; h < problem.H; ++h)
+          for (std::int64_t i = 0; i < problem.S_q; ++i) {
+            for (std::int64_t c = 0; c < d; ++c) data.q.set(0, h, i, c, 0.0f);
+            data.q.set(0, h, i, 0, 1.0f);
+            data.q.set(0, h, i, 1, static_cast<float>((i * 37 + h * 11) % 64 - 32) / 32.0f);
+          }
+        const verify::RunOutputs out =
+            verify::run_backend(*make_backend("cuda"), data, verify::RunOptions{});
+        const verify::CheckResult r = verify::check_candidate(data, out.values, 64, 64);
+        EXPECT_TRUE(r.passed()) << verify::format_check(problem, r);
+      }
+}
+
 }  // namespace
 }  // namespace flashref
