@@ -27,6 +27,9 @@ struct Kernel {
   bool diagonal_strict = false;       // mask key < q instead of key <= q
   bool max_init_zero = false;         // line 6: m = 0 instead of -inf
   bool read_past_S_k = false;         // last key tile loaded with zeros and never masked
+  // Not a mistake, but not Algorithm 1: FlashAttention-4's conditional rescale, m kept unless a
+  // tile raises it by more than this (in m's units; 0: off).
+  float lazy_rescale = 0.0f;
 };
 
 // Runs the kernel on every head and query tile and returns its states; key tiles a causal
@@ -93,7 +96,9 @@ inline verify::CandidateStates run(const verify::ProblemData& data, const Kernel
               tile_max = std::max(tile_max, s.back());
             }
             const float m_old = m[z(r)];
-            const float m_new = std::max(m_old, tile_max);
+            float m_new = std::max(m_old, tile_max);
+            if (k.lazy_rescale > 0.0f && m_old != ninf && m_new - m_old <= k.lazy_rescale)
+              m_new = m_old;
             // A row that has seen no key keeps m = -inf, l = 0, acc = 0 (no -inf - -inf).
             const float alpha = m_new == ninf ? 1.0f : ex(m_old - m_new);
             const float alpha_acc = k.acc_rescaled_new_max ? ex(m_new - m_new) : alpha;

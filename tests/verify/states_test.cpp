@@ -198,6 +198,34 @@ TEST(States, RunningMaxStartedAtZeroIsFoundAtTheFirstRowWithNegativeScores) {
             "max_init_zero");
 }
 
+TEST(States, ConditionalRescaleIsReportedAtItsFirstDeferredStep) {
+  // The states judge follows Algorithm 1 literally (docs/verification.md, "Judging states"): a
+  // kernel that keeps m until a tile raises it by more than 8 ln 2 leaves it at the first step
+  // where a row's max grows by less, on line 10.
+  const Problem p = make_problem(1, 1, 1, 13, 17, 8, Mask::none, DType::f32);
+  const ProblemData data = data_for(p);
+  Kernel k;
+  k.B_q = 4;
+  k.B_k = 3;
+  k.lazy_rescale = 8.0f * std::numbers::ln2_v<float>;
+  const StatesShape s = states_shape(p, {k.B_q, k.B_k});
+  const GoldForwardStates gold = gold_forward_states(data, {k.B_q, k.B_k});
+  std::optional<std::tuple<std::int64_t, std::int64_t>> at;
+  for (std::int64_t i = 0; i < s.T_q && !at; ++i)
+    for (std::int64_t j = 1; j < s.T_k && !at; ++j)
+      for (std::int64_t r = 0; r < s.B_q && !at; ++r) {
+        const double grown =
+            gold.value.m(0, 0, z(i), z(j), z(r)) - gold.value.m(0, 0, z(i), z(j - 1), z(r));
+        if (grown > 0.0 && grown <= k.lazy_rescale) at = {{i, j}};
+      }
+  ASSERT_TRUE(at.has_value());
+  const StatesReport r = judge(data, k);
+  ASSERT_TRUE(r.first.has_value()) << "no divergence found";
+  EXPECT_EQ(r.first->step.i, std::get<0>(*at)) << where(r);
+  EXPECT_EQ(r.first->step.j, std::get<1>(*at)) << where(r);
+  EXPECT_EQ(r.first->step.quantity, StateQuantity::m) << where(r);
+}
+
 TEST(States, LastKeyTileReadPastSkIsFoundAtTheLastKeyTile) {
   // The padded keys (indices S_k..) pass the index comparison for every row without a mask,
   // and under the top-left causal mask for rows q >= S_k (never under bottom-right, whose last
