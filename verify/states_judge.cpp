@@ -11,6 +11,7 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/rule.hpp"
 #include "flashref/verify/states.hpp"
+#include "flashref/verify/sum_magnitude.hpp"
 #include "states_internal.hpp"
 
 namespace flashref::verify {
@@ -37,6 +38,8 @@ struct Quantity {
   // The size the floor's rounding part is taken at: |gold| for m and l (l sums positive
   // terms), the sum of |terms| for acc (which may cancel).
   std::function<double(std::size_t)> size;
+  // A floor part of its own per entry (StepCheck::floor_operand), or none.
+  std::function<double(std::size_t)> operand = nullptr;
 };
 
 std::size_t flat(const StatesShape& s, std::int64_t a, std::int64_t bh, std::int64_t iq,
@@ -54,7 +57,7 @@ StepCheck check_step(const Quantity& Q, const Problem& p, const StatesShape& s, 
   c.j = j;
   c.k = kStateK;
   const std::int64_t rows = std::min(s.B_q, p.S_q - c.i * s.B_q);
-  double max_gold = 0.0, max_sigma = 0.0;
+  double max_gold = 0.0, max_sigma = 0.0, max_operand = 0.0;
   bool first = true;
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t col = 0; col < Q.cols; ++col) {
@@ -64,6 +67,10 @@ StepCheck check_step(const Quantity& Q, const Problem& p, const StatesShape& s, 
       const double size = Q.size ? Q.size(n) : std::fabs(g);
       if (std::isfinite(size)) max_gold = std::max(max_gold, size);
       max_sigma = std::max(max_sigma, Q.sigma(n));
+      if (Q.operand) {
+        const double o = Q.operand(n);
+        if (std::isfinite(o)) max_operand = std::max(max_operand, o);
+      }
       c.baseline_err = std::max(c.baseline_err, detail::state_error(Q.baseline(n), g));
       if (first || e > c.candidate_err || (std::isnan(found) && !std::isnan(c.found))) {
         first = false;
@@ -77,7 +84,8 @@ StepCheck check_step(const Quantity& Q, const Problem& p, const StatesShape& s, 
   }
   c.floor_rounding = rule_floor(DType::f32, max_gold);
   c.floor_noise = rule_noise_floor(max_sigma);
-  c.limit = c.k * c.baseline_err + c.floor_rounding + c.floor_noise;
+  c.floor_operand = max_operand;
+  c.limit = c.k * c.baseline_err + c.floor_rounding + c.floor_noise + c.floor_operand;
   c.pass = c.candidate_err <= c.limit;
   c.ratio = c.limit > 0.0 ? c.candidate_err / c.limit : (c.candidate_err == 0.0 ? 0.0 : kInf);
   return c;
@@ -95,6 +103,37 @@ double misfit(const Cand& cand, const Gold& gold, double factor) {
 }
 
 double normalized(double acc, double l) { return l > 0.0 ? acc / l : 0.0; }
+
+// The running max a kernel with FlashAttention-4's conditional rescale keeps, from the
+// candidate's own m (in natural-log units after dividing by `units`): walking each row's key
+// tiles in order, the gold max of the step, or, where the candidate's m is nearer the max kept
+// after the step before and the gold max is at most kConditionalRescale above that, the kept one
+// (the step deferred its rescale). `kept_at` is the flat index of the step whose gold max it is.
+// A kernel that rescales every step keeps the gold max throughout.
+struct KeptMax {
+  xt::xtensor<double, 5> m;
+  std::vector<std::size_t> kept_at;
+};
+KeptMax kept_max(const Problem& p, const StatesShape& s, const xt::xtensor<double, 5>& cand,
+                 const xt::xtensor<double, 5>& gold, double units) {
+  KeptMax k{gold, std::vector<std::size_t>(gold.size())};
+  for (std::size_t n = 0; n < gold.size(); ++n) k.kept_at[n] = n;
+  for (std::int64_t a = 0; a < s.nb; ++a)
+    for (std::int64_t bh = 0; bh < s.nh; ++bh)
+      for (std::int64_t iq = 0; iq < s.nq; ++iq)
+        for (std::int64_t r = 0; r < s.B_q; ++r)
+          for (std::int64_t j = 1; j < s.T_k && visits(p, s, s.i0 + iq, j); ++j) {
+            const std::size_t n = flat(s, a, bh, iq, j, r), before = flat(s, a, bh, iq, j - 1, r);
+            const double c = cand.flat(n) / units, g = gold.flat(n), kept = k.m.flat(before);
+            if (!std::isfinite(c) || !std::isfinite(kept) || !(g - kept <= kConditionalRescale))
+              continue;
+            if (std::fabs(c - kept) < std::fabs(c - g)) {
+              k.m.flat(n) = kept;
+              k.kept_at[n] = k.kept_at[before];
+            }
+          }
+  return k;
+}
 
 std::string ratio_text(double r) {
   char buf[32];
@@ -314,7 +353,12 @@ std::string_view state_formula(StateQuantity q) {
 }
 
 std::string describe(const StateConventions& c) {
-  return std::string(c.m_log2 ? "m in log2 units (scores times log2 e)" : "m in natural-log units") +
+  return std::string(c.m_log2 ? "m in log2 units (scores times log2 e)"
+                              : "m in natural-log units") +
+         (c.m_deferred
+              ? ", m kept until a tile raises the max by more than 8 ln 2 (FlashAttention-4's "
+                "conditional rescale)"
+              : "") +
          ", " +
          (c.acc_normalized ? "acc normalized by l at every step (FlashAttention-1 style)"
                            : "acc unnormalized (FlashAttention-2)");
@@ -352,13 +396,38 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
 
   StatesReport report;
   std::ostringstream note;
+  // The conditional rescale: the kept max, and the factor e^(m - kept) that l and acc carry.
+  std::optional<KeptMax> kept;
   if (cand.m) {
     const double natural = misfit(*cand.m, gold.value.m, 1.0);
     const double log2 = misfit(*cand.m, gold.value.m, std::numbers::log2e);
     report.conventions.m_log2 = log2 < natural;
     note << "m: summed |m - gold| " << num(natural) << " in natural-log units, " << num(log2)
          << " in log2 units";
+    // The same against the max a deferring kernel keeps, in either unit. It must be under half
+    // the plain conventions' misfit: a kernel that rescales every step keeps the gold max, but
+    // for ties within a rounding, which must not make it a deferring one.
+    KeptMax k_natural = kept_max(p, s, *cand.m, gold.value.m, 1.0);
+    KeptMax k_log2 = kept_max(p, s, *cand.m, gold.value.m, std::numbers::log2e);
+    const double deferred_natural = misfit(*cand.m, k_natural.m, 1.0);
+    const double deferred_log2 = misfit(*cand.m, k_log2.m, std::numbers::log2e);
+    const double deferred = std::min(deferred_natural, deferred_log2);
+    if (deferred < 0.5 * std::min(natural, log2)) {
+      report.conventions.m_deferred = true;
+      report.conventions.m_log2 = deferred_log2 < deferred_natural;
+      note << "; against a max kept until it grows by more than 8 ln 2, " << num(deferred_natural)
+           << " in natural-log units, " << num(deferred_log2) << " in log2 units";
+      kept = std::move(report.conventions.m_log2 ? k_log2 : k_natural);
+    }
   }
+  // e^(gold m - kept m) for a vector entry n (1 without the deferral), and the baseline's.
+  const auto lag_factor = [&](std::size_t n) {
+    return kept ? std::exp(gold.value.m.flat(n) - kept->m.flat(n)) : 1.0;
+  };
+  const auto base_factor = [&](std::size_t n) {
+    return kept && std::isfinite(kept->m.flat(n)) ? std::exp(base.m.flat(n) - kept->m.flat(n))
+                                                  : 1.0;
+  };
   if (cand.acc) {
     xt::xtensor<double, 6> gold_normalized = gold.value.acc;
     for (std::size_t n = 0; n < gold_normalized.size(); ++n)
@@ -375,19 +444,62 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
   std::vector<Quantity> quantities;
   if (cand.m) {
     const double f = conv.m_log2 ? std::numbers::log2e : 1.0;
-    quantities.push_back({StateQuantity::m, 1, [&c = *cand.m](std::size_t n) { return c.flat(n); },
-                          [&gold, f](std::size_t n) { return gold.value.m.flat(n) * f; },
-                          [&base, f](std::size_t n) { return base.m.flat(n) * f; },
-                          [&gold, f](std::size_t n) { return gold.sigma_m.flat(n) * f; },
-                          nullptr});
+    if (kept) {  // the kept max; the baseline's error and noise are those of the step it was set
+      quantities.push_back(
+          {StateQuantity::m, 1, [&c = *cand.m](std::size_t n) { return c.flat(n); },
+           [&kept, f](std::size_t n) { return kept->m.flat(n) * f; },
+           [&base, &gold, &kept, f](std::size_t n) {
+             const std::size_t at = kept->kept_at[n];
+             return (base.m.flat(at) - gold.value.m.flat(at) + kept->m.flat(n)) * f;
+           },
+           [&gold, &kept, f](std::size_t n) { return gold.sigma_m.flat(kept->kept_at[n]) * f; },
+           nullptr});
+    } else {
+      quantities.push_back(
+          {StateQuantity::m, 1, [&c = *cand.m](std::size_t n) { return c.flat(n); },
+           [&gold, f](std::size_t n) { return gold.value.m.flat(n) * f; },
+           [&base, f](std::size_t n) { return base.m.flat(n) * f; },
+           [&gold, f](std::size_t n) { return gold.sigma_m.flat(n) * f; }, nullptr});
+    }
   }
+  // The score-rounding noise of l and acc relative to the kept max, anchored at the kept max's
+  // key k' rather than the max's k*: with f = e^(m - kept m) and eps the scores' rounding sizes
+  // (sigma_m at the two steps), first order, l' = f l gives sigma^2 <= (f sigma_l)^2 +
+  // (f eps_k*)^2 + (l' eps_k')^2 (the max's key now a term of size f, the anchor's weight
+  // l' - 1), and acc' = f acc gives sigma^2 <= (f sigma_acc)^2 + (T eps_k*)^2 + (2 T eps_k')^2,
+  // T the terms' sum f sum_k P~_k |V_kc|, which bounds the max's term and the anchor's
+  // |acc' - V_k'c|. Without a deferral at the entry, Algorithm 1's sigmas as they are.
+  const auto sigma_l_kept = [&gold, &kept, lag_factor](std::size_t n) {
+    const std::size_t at = kept->kept_at[n];
+    if (at == n) return gold.sigma_l.flat(n);
+    const double f = lag_factor(n);
+    return std::hypot(std::hypot(f * gold.sigma_l.flat(n), f * gold.sigma_m.flat(n)),
+                      f * gold.value.l.flat(n) * gold.sigma_m.flat(at));
+  };
+  const auto sigma_acc_kept = [&gold, &kept, lag_factor](std::size_t n, std::size_t d) {
+    const std::size_t row = n / d, at = kept->kept_at[row];
+    if (at == row) return gold.sigma_acc.flat(n);
+    const double f = lag_factor(row), terms = f * gold.acc_terms.flat(n);
+    return std::hypot(std::hypot(f * gold.sigma_acc.flat(n), terms * gold.sigma_m.flat(row)),
+                      2.0 * terms * gold.sigma_m.flat(at));
+  };
   if (cand.l) {
-    quantities.push_back({StateQuantity::l, 1, [&c = *cand.l](std::size_t n) { return c.flat(n); },
-                          [&gold](std::size_t n) { return gold.value.l.flat(n); },
-                          [&base](std::size_t n) { return base.l.flat(n); },
-                          [&gold](std::size_t n) { return gold.sigma_l.flat(n); },
-                          nullptr});
+    quantities.push_back(
+        {StateQuantity::l, 1, [&c = *cand.l](std::size_t n) { return c.flat(n); },
+         [&gold, lag_factor](std::size_t n) { return gold.value.l.flat(n) * lag_factor(n); },
+         [&base, base_factor](std::size_t n) { return base.l.flat(n) * base_factor(n); },
+         [&gold, &kept, sigma_l_kept](std::size_t n) {
+           return kept ? sigma_l_kept(n) : gold.sigma_l.flat(n);
+         },
+         nullptr});
   }
+  // Under the conditional rescale a 16-bit kernel rounds the largest P~ = e^(S - kept m), which
+  // the baseline (Algorithm 1, P~ = 1 there) holds exactly: each P~ is rounded by at most u of the
+  // dtype, so acc by at most u sum_k P~_k |V_kc|, a bound the baseline's error does not give.
+  const double operand_u = !kept                    ? 0.0
+                           : p.dtype == DType::bf16 ? 0x1p-8
+                           : p.dtype == DType::f16  ? 0x1p-11
+                                                    : 0.0;
   if (cand.acc) {
     const std::size_t d = z(s.d);
     if (conv.acc_normalized) {
@@ -401,13 +513,27 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
            [&gold, d](std::size_t n) {
              return normalized(gold.acc_terms.flat(n), gold.value.l.flat(n / d));
            }});
+      if (operand_u > 0.0)
+        quantities.back().operand = [&gold, d, operand_u](std::size_t n) {
+          return operand_u * normalized(gold.acc_terms.flat(n), gold.value.l.flat(n / d));
+        };
     } else {
       quantities.push_back(
           {StateQuantity::acc, s.d, [&c = *cand.acc](std::size_t n) { return c.flat(n); },
-           [&gold](std::size_t n) { return gold.value.acc.flat(n); },
-           [&base](std::size_t n) { return base.acc.flat(n); },
-           [&gold](std::size_t n) { return gold.sigma_acc.flat(n); },
-           [&gold](std::size_t n) { return gold.acc_terms.flat(n); }});
+           [&gold, lag_factor, d](std::size_t n) {
+             return gold.value.acc.flat(n) * lag_factor(n / d);
+           },
+           [&base, base_factor, d](std::size_t n) { return base.acc.flat(n) * base_factor(n / d); },
+           [&gold, &kept, sigma_acc_kept, d](std::size_t n) {
+             return kept ? sigma_acc_kept(n, d) : gold.sigma_acc.flat(n);
+           },
+           [&gold, lag_factor, d](std::size_t n) {
+             return gold.acc_terms.flat(n) * lag_factor(n / d);
+           }});
+      if (operand_u > 0.0)
+        quantities.back().operand = [&gold, lag_factor, d, operand_u](std::size_t n) {
+          return operand_u * gold.acc_terms.flat(n) * lag_factor(n / d);
+        };
     }
   }
   for (const Quantity& q : quantities) report.quantities.push_back({q.q, 0, 0, {}});
@@ -466,6 +592,7 @@ nlohmann::json step_json(const StepCheck& c) {
                       {"k", c.k},
                       {"floor_rounding", c.floor_rounding},
                       {"floor_noise", c.floor_noise},
+                      {"floor_operand", c.floor_operand},
                       {"limit", c.limit},
                       {"ratio", finite_or_null(c.ratio)},
                       {"pass", c.pass}};
@@ -500,6 +627,7 @@ nlohmann::json to_json(const StatesReport& r) {
   const nlohmann::json first = r.first ? detail::divergence_json(*r.first) : nlohmann::json();
   return {{"conventions",
            {{"m_log2", r.conventions.m_log2},
+            {"m_deferred", r.conventions.m_deferred},
             {"acc_normalized", r.conventions.acc_normalized},
             {"text", describe(r.conventions)},
             {"evidence", r.conventions_note}}},

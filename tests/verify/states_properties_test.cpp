@@ -1,4 +1,5 @@
-// Property: a correct tiled kernel (states_kernel.hpp) in a random convention, on a random
+// Property: a correct tiled kernel (states_kernel.hpp) in a random convention (m's units, acc
+// normalized or not, the conditional rescale or not), on a random
 // awkward problem (partial tiles, S_q != S_k, every mask and dtype, GQA, large scores), never
 // gets a first divergence, and its convention is found. docs/verification.md, "Judging states",
 // reports the same property on 1500 cases (worst ratio 0.59); this samples it in CI.
@@ -26,17 +27,22 @@ RC_GTEST_PROP(StatesProperties, CorrectKernelNeverDivergesInAnyConvention, ()) {
   k.B_k = *rc::gen::inRange(1, 17);
   k.m_log2 = *rc::gen::arbitrary<bool>();
   k.acc_normalized = *rc::gen::arbitrary<bool>();
+  // FlashAttention-4's conditional rescale (m kept until it grows by more than 8 ln 2).
+  const bool deferred = *rc::gen::arbitrary<bool>();
+  if (deferred) k.lazy_rescale = 8.0f * 0.6931472f * (k.m_log2 ? 1.4426950f : 1.0f);
   const bool large = *rc::gen::arbitrary<bool>();
   const auto seed = *rc::gen::inRange<std::uint64_t>(0, 1000);
   const Problem p = make_problem(1, H, H_kv, S_q, S_k, d, mask, dtype);
   const ProblemData data = make_problem_data(p, {seed, large, Layout::bhsd});
   const StatesReport r = judge_forward_states(data, {k.B_q, k.B_k}, states_kernel::run(data, k));
-  RC_TAG(k.m_log2 ? "log2" : "natural", k.acc_normalized ? "normalized" : "unnormalized");
+  RC_TAG(k.m_log2 ? "log2" : "natural", k.acc_normalized ? "normalized" : "unnormalized",
+         deferred ? (r.conventions.m_deferred ? "deferred, found" : "deferred, never") : "plain");
   const std::string context = describe(p) + " tiles " + std::to_string(k.B_q) + "," +
                               std::to_string(k.B_k) + " seed " + std::to_string(seed) +
                               (large ? " large" : "");
   if (r.first) RC_FAIL(context + ": " + r.first->explanation);
   RC_ASSERT(r.conventions.m_log2 == k.m_log2);
+  RC_ASSERT(deferred || !r.conventions.m_deferred);
 }
 
 }  // namespace

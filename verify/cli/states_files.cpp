@@ -330,7 +330,7 @@ std::string format_states(const verify::StatesReport& r, const verify::StatesSha
   if (c.col >= 0) o << ", column " << c.col;
   o << ": expected " << value_text(c.expected) << ", found " << value_text(c.found) << " (err "
     << sci(c.candidate_err) << " > limit " << sci(c.limit) << " = 2 * " << sci(c.baseline_err)
-    << " + " << sci(c.floor_rounding + c.floor_noise) << ")\n";
+    << " + " << sci(c.floor_rounding + c.floor_noise + c.floor_operand) << ")\n";
   o << "  this step:     " << verdicts(f.this_step) << "\n";
   if (f.previous_step.empty()) {
     o << "  previous step: none (the first key tile)\n";
@@ -380,7 +380,7 @@ std::string format_backward_states(const verify::BackwardStatesReport& r,
   }
   o << ": expected " << value_text(c.expected) << ", found " << value_text(c.found) << " (err "
     << sci(c.candidate_err) << " > limit " << sci(c.limit) << " = 3 * " << sci(c.baseline_err)
-    << " + " << sci(c.floor_rounding + c.floor_noise) << ")\n";
+    << " + " << sci(c.floor_rounding + c.floor_noise + c.floor_operand) << ")\n";
   o << "  this step:     " << verdicts(f.this_step) << "\n";
   if (c.quantity != verify::StateQuantity::D) {
     if (f.previous_step.empty()) {

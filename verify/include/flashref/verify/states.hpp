@@ -96,6 +96,10 @@ std::string_view state_formula(StateQuantity q);
 struct StateConventions {
   bool m_log2 = false;          // m kept in log2 units: the scores times log2(e)
   bool acc_normalized = false;  // acc divided by l at every step (FlashAttention-1 style)
+  // m kept until a key tile raises the max by more than 8 ln 2 (FlashAttention-4's conditional
+  // rescale, sum_magnitude.hpp's kConditionalRescale), l and acc relative to the kept m: judged
+  // against the gold re-based to it (docs/verification.md, "Judging states").
+  bool m_deferred = false;
 };
 std::string describe(const StateConventions& c);
 
@@ -112,6 +116,9 @@ struct StepCheck {
   std::int64_t b = 0, h = 0, i = 0, j = 0;
   double candidate_err = 0.0, baseline_err = 0.0;
   double k = 0.0, floor_rounding = 0.0, floor_noise = 0.0, limit = 0.0, ratio = 0.0;
+  // acc under the conditional rescale, 16-bit inputs: u of the dtype times the step's largest
+  // sum of |P~ V| terms (docs/verification.md, "Judging states"); 0 otherwise.
+  double floor_operand = 0.0;
   bool pass = true;
   // The worst element of the candidate: its row, the global query (the global key for dK_j,
   // dV_j), and column: of d for acc, dQ_i, dK_j, dV_j, the global key for P, dP, dS, -1 for
