@@ -187,6 +187,19 @@ def test_a_forgotten_rescale_of_l_is_found_where_the_max_first_grows():
     assert str(report).endswith("result: FAIL\n")
 
 
+def test_a_conditional_rescale_is_a_convention_not_a_divergence():
+    # FlashAttention-4 keeps m until a tile raises it by more than 8 ln 2: its outputs pass, and
+    # its states are judged re-based to the kept max (docs/verification.md, "Judging states").
+    q, k, v, _ = inputs(1, 2, 1, 37, 29, 8, seed=4)
+    for mask in MASKS:
+        states = kernel_states(q, k, v, mask, {"conditional_rescale"})
+        assert not np.array_equal(states["m"], kernel_states(q, k, v, mask)["m"])  # it deferred
+        report = flashref.check(q, k, v, states=states, tile=TILE, mask=mask)
+        assert report.passed and report.first_divergence is None, str(report)
+        assert report.states.conventions["m_deferred"], str(report)
+        assert not report.states.conventions["m_log2"]
+
+
 def test_a_max_started_at_zero_is_found_at_the_first_row_below_zero():
     q, k, v, _ = inputs(1, 2, 1, 37, 29, 8, seed=5)
     # Positive queries and keys but one query row, of head 1's second query tile: only that
