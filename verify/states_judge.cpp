@@ -420,19 +420,23 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
       kept = std::move(report.conventions.m_log2 ? k_log2 : k_natural);
     }
   }
-  // e^(gold m - kept m) for a vector entry n (1 without the deferral), and the baseline's.
+  // e^(gold m - kept m) for a vector entry n (1 without the deferral, and where a row has seen
+  // no key: -inf both), and the baseline's.
   const auto lag_factor = [&](std::size_t n) {
-    return kept ? std::exp(gold.value.m.flat(n) - kept->m.flat(n)) : 1.0;
+    if (!kept || gold.value.m.flat(n) == kept->m.flat(n)) return 1.0;
+    return std::exp(gold.value.m.flat(n) - kept->m.flat(n));
   };
   const auto base_factor = [&](std::size_t n) {
-    return kept && std::isfinite(kept->m.flat(n)) ? std::exp(base.m.flat(n) - kept->m.flat(n))
-                                                  : 1.0;
+    if (!kept || !std::isfinite(kept->m.flat(n)) || base.m.flat(n) == kept->m.flat(n)) return 1.0;
+    return std::exp(base.m.flat(n) - kept->m.flat(n));
   };
   if (cand.acc) {
-    xt::xtensor<double, 6> gold_normalized = gold.value.acc;
-    for (std::size_t n = 0; n < gold_normalized.size(); ++n)
+    xt::xtensor<double, 6> gold_normalized = gold.value.acc, gold_raw = gold.value.acc;
+    for (std::size_t n = 0; n < gold_normalized.size(); ++n) {
       gold_normalized.flat(n) = normalized(gold.value.acc.flat(n), gold.value.l.flat(n / z(s.d)));
-    const double raw = misfit(*cand.acc, gold.value.acc, 1.0);
+      gold_raw.flat(n) *= lag_factor(n / z(s.d));  // relative to the kept max, if any
+    }
+    const double raw = misfit(*cand.acc, gold_raw, 1.0);
     const double norm = misfit(*cand.acc, gold_normalized, 1.0);
     report.conventions.acc_normalized = norm < raw;
     note << (cand.m ? "; " : "") << "acc: summed |acc - gold| " << num(raw)
