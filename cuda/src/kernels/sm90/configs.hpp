@@ -222,7 +222,13 @@ struct FwdStepVariant<Traits, 23> {
 // 24: the configured kernels with the consumer's index provably warp-uniform
 // (FwdTraitsUniformConsumer; the same bits); 25: with their descriptors advanced too; 26: 25
 // with the deferral in one pass (d = 64 only: FwdTraitsLazyRescaleOnePass; at d = 128, 25).
-// Written in the session after run 37d, not yet timed.
+// Not taken: run 38a (bench/results/2026-12-05-h100-run38a, H100, medians of 30, two rounds,
+// ms, default -> 24 / 25 / 26) measured d = 64 S = 1k (B 32) 0.2278, 0.2265 -> 0.2264, 0.2256 /
+// 0.2257, 0.2255 / 0.2268, 0.2272; 2k (B 16) 0.3671, 0.3669 -> 0.3703, 0.3695 / 0.3709, 0.3700 /
+// 0.3742, 0.3716; the leaderboard 1.0066, 1.0147 -> 1.0116, 1.0176 / 0.9972, 0.9995 / 1.0051,
+// 1.0028; d = 128 S = 1k 0.3128, 0.3105 -> 0.3156, 0.3127 / 0.3132, 0.3110, the leaderboard
+// minima 1.569, 1.571 -> 1.582, 1.585 / 1.580, 1.580: the 14-51 uniform-datapath instructions a
+// step they remove were not what bounded it (docs/perf-notes.md, run 38a).
 template <typename Traits>
 struct FwdStepVariant<Traits, 24> {
   using type = FwdTraitsUniformConsumer<Traits>;

@@ -7,7 +7,7 @@
 # First compute-sanitizer (the four tools) on d = 128's deferred rescale, the default since
 # 0d1a151, never under the tools (run 37d ran out of device time); seconds each (run 37a).
 # Here: FLASHREF_DEVICE_TESTS="cuda_awkward_shapes_test" scripts/device-build; there: bash
-# bench/results/2026-12-05-run38a/call.sh, carrying .device (timeout_s 600).
+# bench/results/2026-12-05-h100-run38a/call.sh, carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
 source scripts/device-call-lib.sh
