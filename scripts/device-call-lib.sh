@@ -8,6 +8,8 @@
 #                              median ms, min ms)]"
 #   tuned TUNE PROGRAM         a wrapper script that runs PROGRAM under FLASHREF_CUDA_TUNE=TUNE
 #                              (for scripts/cuda-bits' OLD and NEW)
+#   python_suite END           builds the Python package there (device-run python-build) and runs
+#                              python/tests on the GPU until SECONDS = END: $OUT/pytest.log
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
 _call_work=$(mktemp -d)
 tar -C "$_call_work" -xJf .device/bin.tar.xz
@@ -36,4 +38,15 @@ tuned() {
   printf '#!/bin/sh\nFLASHREF_CUDA_TUNE=%s exec %s "$@"\n' "$1" "$2" >"$f"
   chmod +x "$f"
   echo "$f"
+}
+python_suite() {
+  local t0=$SECONDS
+  bash scripts/device-run python-build >"$OUT/python-build.log" 2>&1
+  echo "python-build rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"
+  local lim=$(($1 - SECONDS))
+  ((lim > 30)) || return 0
+  t0=$SECONDS
+  (PYTHONPATH=$PWD/build-python-device/site timeout $lim python3 -m pytest -q -rs \
+    -p no:cacheprovider python/tests >"$OUT/pytest.log" 2>&1)
+  echo "pytest rc=$? $((SECONDS - t0))s $(tail -1 "$OUT/pytest.log")" | tee -a "$OUT/steps.txt"
 }

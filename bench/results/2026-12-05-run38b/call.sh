@@ -8,19 +8,9 @@
 # carrying .device (timeout_s 600).
 set -u
 cd "$(dirname "$0")/../../.."
-date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
-mkdir -p $OUT
+source scripts/device-call-lib.sh
 OUT=$OUT/run timeout 380 bash scripts/device-run tests sanitize > $OUT/device-run.log 2>&1
 echo "device-run rc=$? ${SECONDS}s"
-cat $OUT/run/summary.txt 2>/dev/null | tail -80
-t0=$SECONDS
-bash scripts/device-run python-build > $OUT/python-build.log 2>&1
-echo "python-build rc=$? $((SECONDS-t0))s" | tee -a $OUT/steps.txt
-site=$PWD/build-python-device/site
-lim=$((575 - SECONDS))
-if ((lim > 30)); then
-  t0=$SECONDS
-  (PYTHONPATH=$site timeout $lim python3 -m pytest -q -rs -p no:cacheprovider python/tests > $OUT/pytest.log 2>&1)
-  echo "pytest rc=$? $((SECONDS-t0))s $(tail -1 $OUT/pytest.log)" | tee -a $OUT/steps.txt
-fi
+tail -80 $OUT/run/summary.txt 2>/dev/null
+python_suite 575
 date -u
