@@ -3,12 +3,14 @@
 // awkward problem (partial tiles, S_q != S_k, every mask and dtype, GQA, large scores), never
 // gets a first divergence, and its convention is found. docs/verification.md, "Judging states",
 // reports the same property on 1500 cases (worst ratio 0.59); this samples it in CI.
+#include <numbers>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
 #include "flashref/verify/states.hpp"
+#include "flashref/verify/sum_magnitude.hpp"
 #include "states_kernel.hpp"
 
 namespace {
@@ -29,7 +31,9 @@ RC_GTEST_PROP(StatesProperties, CorrectKernelNeverDivergesInAnyConvention, ()) {
   k.acc_normalized = *rc::gen::arbitrary<bool>();
   // FlashAttention-4's conditional rescale (m kept until it grows by more than 8 ln 2).
   const bool deferred = *rc::gen::arbitrary<bool>();
-  if (deferred) k.lazy_rescale = 8.0f * 0.6931472f * (k.m_log2 ? 1.4426950f : 1.0f);
+  if (deferred)
+    k.lazy_rescale =
+        static_cast<float>(kConditionalRescale * (k.m_log2 ? std::numbers::log2e : 1.0));
   const bool large = *rc::gen::arbitrary<bool>();
   const auto seed = *rc::gen::inRange<std::uint64_t>(0, 1000);
   const Problem p = make_problem(1, H, H_kv, S_q, S_k, d, mask, dtype);

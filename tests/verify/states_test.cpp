@@ -16,6 +16,7 @@
 #include "flashref/error.hpp"
 #include "flashref/verify/runner.hpp"
 #include "flashref/verify/states.hpp"
+#include "flashref/verify/sum_magnitude.hpp"
 #include "states_kernel.hpp"
 
 namespace {
@@ -211,8 +212,7 @@ TEST(States, ConditionalRescaleIsAConventionAndAMistakeOnTopOfItIsStillFound) {
       k.B_k = 3;
       k.m_log2 = log2;
       k.acc_normalized = normalized;
-      k.lazy_rescale =
-          8.0f * std::numbers::ln2_v<float> * (log2 ? std::numbers::log2e_v<float> : 1.0f);
+      k.lazy_rescale = static_cast<float>(kConditionalRescale * (log2 ? std::numbers::log2e : 1.0));
       const std::string label =
           std::string(log2 ? "log2" : "natural") + (normalized ? ", normalized" : ", unnormalized");
       const StatesReport r = judge(data, k);
@@ -230,7 +230,7 @@ TEST(States, ConditionalRescaleIsAConventionAndAMistakeOnTopOfItIsStillFound) {
   Kernel k;
   k.B_q = 4;
   k.B_k = 3;
-  k.lazy_rescale = 8.0f * std::numbers::ln2_v<float>;
+  k.lazy_rescale = static_cast<float>(kConditionalRescale);
   const StatesReport r = judge(large, k);
   EXPECT_FALSE(r.first.has_value()) << where(r);
   EXPECT_FALSE(r.conventions.m_deferred) << r.conventions_note;

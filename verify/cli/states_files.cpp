@@ -380,7 +380,7 @@ std::string format_backward_states(const verify::BackwardStatesReport& r,
   }
   o << ": expected " << value_text(c.expected) << ", found " << value_text(c.found) << " (err "
     << sci(c.candidate_err) << " > limit " << sci(c.limit) << " = 3 * " << sci(c.baseline_err)
-    << " + " << sci(c.floor_rounding + c.floor_noise + c.floor_operand) << ")\n";
+    << " + " << sci(c.floor_rounding + c.floor_noise) << ")\n";
   o << "  this step:     " << verdicts(f.this_step) << "\n";
   if (c.quantity != verify::StateQuantity::D) {
     if (f.previous_step.empty()) {

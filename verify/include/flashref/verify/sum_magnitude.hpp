@@ -21,6 +21,7 @@
 #pragma once
 
 #include <array>
+#include <numbers>
 
 #include "flashref/verify/problem_data.hpp"
 #include "flashref/verify/tensor_id.hpp"
@@ -33,7 +34,7 @@ inline constexpr double kSumEpsilon = 0x1p-23;
 // The largest growth of the running max that a correct kernel may leave unrescaled, in
 // natural-log units: FlashAttention-4's conditional rescale, 2^8 (8 ln 2), which flashref's own
 // sm90 forward uses at d = 128 (FwdTraitsLazyRescale).
-inline constexpr double kConditionalRescale = 8.0 * 0.69314718055994530942;
+inline constexpr double kConditionalRescale = 8.0 * std::numbers::ln2;
 
 struct SumMagnitudes {
   // max_e M_T(e) by TensorId (0 for a gradient when the backward was not asked for, and for
