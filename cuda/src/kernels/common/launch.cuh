@@ -110,7 +110,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // 192-row tiles at any S; 5 no ping-pong; 8 the softmax's tree max, 9 an eighth of its
 // exponentials on the FMA pipe, 10 the other choice of the deferred rescale, 11 the deferral
 // in one pass, 23 the wgmma descriptors advanced rather than built, 24 the consumer's index
-// provably warp-uniform, 25 both, 26 25 with the deferral in one pass; configs.hpp), the float32
+// provably warp-uniform, 25 both, 26 25 with the deferral in one pass, 27 d = 128's O stored
+// by a warp of the producer's, 29 that with narrow steps, 28 d = 64's short tiles up to
+// S_q = 2048; configs.hpp), the float32
 // tiles (f32: 0 automatic, 1 large tiles, 2
 // small tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain;
@@ -166,7 +168,7 @@ inline const Tune& tune() {
       out = v >= 0 && v <= max ? v : 0;
     };
     read("fwd", r.fwd, 3);
-    read("fwd90", r.fwd90, 26);
+    read("fwd90", r.fwd90, 29);
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);

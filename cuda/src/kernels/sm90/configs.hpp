@@ -277,6 +277,18 @@ struct FwdConfig<Element, 128> {
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 
+// 27: d = 128 with O's stores issued by a warp of the producer's warpgroup (FwdTraitsStoreWarp);
+// 29: with narrow steps too (FwdTraitsNarrowSteps), which the consumers' elected store had
+// kept off the uniform datapath at d = 128 (run 36; fwd.cuh).
+template <typename Element>
+struct FwdVariant<Element, 128, 27> {
+  using Traits = FwdTraitsStoreWarp<typename FwdConfig<Element, 128>::Traits>;
+};
+template <typename Element>
+struct FwdVariant<Element, 128, 29> {
+  using Traits = FwdTraitsNarrowSteps<typename FwdVariant<Element, 128, 27>::Traits>;
+};
+
 // The backward's two passes (dQ; dK and dV): three stages in both, and at d = 64 the dQ pass
 // with B_k = 128 (it has the registers: S and dP 64 + 64, dQ 32, dS 32). Runs 10e and 10f
 // (bench/results/2026-12-01-h200-run10/variants-*.txt), leaderboard backward at d = 64, medians

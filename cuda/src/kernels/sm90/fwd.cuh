@@ -63,6 +63,9 @@ struct FwdTraits {
   // first product; or (false) O written from the registers, 4 bytes a thread and 8 rows a warp
   // instruction. Needs O's tile to fit in K's (B_q <= B_k) and O's tensor map (launch.cuh).
   static constexpr bool kStoreOByTma = kStoreOByTma_;
+  // With kStoreOByTma: whether a warp of the producer's warpgroup issues O's stores and frees
+  // the stage (FwdTraitsStoreWarp), or each consumer's first thread does.
+  static constexpr bool kStoreWarp = false;
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kColBlocks = kD / kBlockCols;
   static constexpr int kQBytes = kBlockM * kD * 2, kKVBytes = kBlockN * kD * 2;
@@ -231,6 +234,23 @@ struct FwdTraitsDescAdvance : Base {
 template <typename Base>
 struct FwdTraitsUniformConsumer : Base {
   static constexpr bool kUniformConsumer = true;
+};
+
+// O's tensor stores issued by a warp of the producer's warpgroup: the consumers stage O in the
+// last stage's K tile as before and arrive on that stage's "O staged" barrier; the store warp
+// walks the block's tiles as the producer does, waits for each tile's O, stores it, and frees
+// the stage once the TMA has read it. The consumers then run no code of one elected thread:
+// with it, d = 128's narrow steps took the consumers' main loop off the uniform datapath (every
+// descriptor moved by R2UR, the mbarrier waits in BSSY; the store instruction alone did it:
+// without it the loop kept 16 R2UR and no BSSY). The same stores of the same numbers: the same
+// bits.
+template <typename Base>
+struct FwdTraitsStoreWarp : Base {
+  static constexpr bool kStoreWarp = true;
+  // An "O staged" mbarrier per stage, and one the store warp completes after its last store.
+  static constexpr int kSmemBytes = Base::kSmemBytes + 8 * (Base::kStages + 1);
+  static_assert(Base::kStoreOByTma, "the store warp issues the TMA's stores of O");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory past the H100/H200 block limit");
 };
 
 // The rows marked past the fold's range computed again by a kernel of their own
@@ -433,6 +453,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto bar_q_empty = [&](int qb) { return bar_q0 + 8 * (1 + 3 * kStages) + (qb == 0 ? 0 : 16); };
   // kHandTile: tile coordinates (batch, head, first row, key tiles) for Q buffer qb.
   auto tile_words = [&](int qb) { return bar_q0 + 8 * (2 * T::kQBuffers + 3 * kStages) + 16 * qb; };
+  // kStoreWarp: stage st's "O staged" barrier, and the store warp's "all stored".
+  const uint32_t bar_o0 =
+      bar_q0 + 8 * (2 * T::kQBuffers + 3 * kStages) + (T::kHandTile ? 16 * T::kQBuffers : 0);
+  auto bar_o = [&](int st) { return bar_o0 + 8 * st; };
+  const uint32_t bar_o_done = bar_o0 + 8 * kStages;
 
   // The block's query tiles: blockIdx.x, then (a persistent grid, smaller than the tile count)
   // one per round of gridDim.x, every other round walked backwards. The tiles are numbered
@@ -460,6 +485,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(bar_empty(st), 128 * T::kConsumers);
     }
     mbar_init(bar_q_empty(0), 128 * T::kConsumers);
+    if constexpr (T::kStoreWarp) {
+      for (int st = 0; st < kStages; ++st) mbar_init(bar_o(st), 128 * T::kConsumers);
+      mbar_init(bar_o_done, 1);
+    }
     if constexpr (T::kQBuffers == 2) {
       mbar_init(bar_q(1), 1);
       mbar_init(bar_q_empty(1), 128 * T::kConsumers);
@@ -518,6 +547,32 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                         cb * kBlockCols, n * kBlockN, tile.h_kv, tile.b);
         }
       }
+    } else if (T::kStoreWarp && tid == 32) {  // the store warp (FwdTraitsStoreWarp)
+      // Each tile's O sits in the K tile of its last stage, as the consumers count stages.
+      int it = 0;
+      uint32_t o_phase = 0;  // bit st: the parity of stage st's next "O staged" phase
+      for (int r = 0;; ++r) {
+        const int index = tile_of_round(r);
+        if (index >= tiles) break;
+        const Schedule tile(args, index, m_blocks);
+        const int n_end = key_tiles_end(tile);
+        if (n_end == 0) continue;  // the consumers write it
+        it += n_end;
+        const int st = (it - 1) % kStages;
+        mbar_wait(bar_o(st), (o_phase >> st) & 1);
+        o_phase ^= 1u << st;
+#pragma unroll
+        for (int c = 0; c < T::kConsumers; ++c)
+#pragma unroll
+          for (int cb = 0; cb < T::kColBlocks; ++cb)
+            tma_store_4d(&tmap_o,
+                         sK(st) + cb * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes),
+                         cb * kBlockCols, tile.row0 + c * 64, tile.h, tile.b);
+        bulk_wait_read();
+        mbar_arrive_count(bar_empty(st), 128 * T::kConsumers);
+      }
+      bulk_wait_complete();
+      mbar_arrive(bar_o_done);
     }
     return;
   }
@@ -599,7 +654,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   int staged_stage = -1;
   const bool elected = tid % 128 == 0;
   auto release_staged_o = [&]() {
-    if constexpr (T::kStoreOByTma) {
+    if constexpr (T::kStoreOByTma && !T::kStoreWarp) {
       if (staged_stage >= 0) {
         if (elected) {
           bulk_wait_read();
@@ -920,14 +975,18 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       const uint32_t sO = sK(st_last);
       stage_rows<Element, kD, kBlockM>(sO, acc_o, inv, c * 64, (tid % 128) / 32, lane);
       fence_proxy_async_shared();
-      named_bar_sync(3 + c, 128);
-      if (elected) {
+      if constexpr (T::kStoreWarp) {
+        mbar_arrive(bar_o(st_last));
+      } else {
+        named_bar_sync(3 + c, 128);
+        if (elected) {
 #pragma unroll
-        for (int cb = 0; cb < T::kColBlocks; ++cb)
-          tma_store_4d(&tmap_o, sO + cb * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes),
-                       cb * kBlockCols, row0 + c * 64, h, b);
+          for (int cb = 0; cb < T::kColBlocks; ++cb)
+            tma_store_4d(&tmap_o, sO + cb * (kBlockM * kSwizzleBytes) + c * (64 * kSwizzleBytes),
+                         cb * kBlockCols, row0 + c * 64, h, b);
+        }
+        staged_stage = st_last;
       }
-      staged_stage = st_last;
     } else {  // written from registers
 #pragma unroll
       for (int hf = 0; hf < 2; ++hf) {
@@ -953,7 +1012,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
     if constexpr (T::kTileOverlap) ahead_started = next_started;
   }
-  if constexpr (T::kStoreOByTma) {
+  if constexpr (T::kStoreOByTma && !T::kStoreWarp) {
     release_staged_o();
     if (elected) bulk_wait_complete();
   }
@@ -966,6 +1025,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     else
       any = __any_sync(0xffffffff, refold);
     if (any) {
+      if constexpr (T::kStoreWarp) mbar_wait(bar_o_done, 0);  // every O stored
       __syncwarp();
       const int warp_row = r_lo - g;  // the warp's 16 rows of a tile
       for (int r = 0;; ++r) {

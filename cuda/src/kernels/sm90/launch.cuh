@@ -277,7 +277,8 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
 // scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
 // with S_q <= 1024, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 and
-// 23-26 the same in bf16; another value keeps the configuration of that head dim).
+// 23-26 the same in bf16; 27 and 29 at d = 128, 28 at d = 64 (configs.hpp, below); another
+// value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -361,6 +362,26 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         if (v == 24) return run(std::integral_constant<int, 24>{});
         if (v == 25) return run(std::integral_constant<int, 25>{});
         return run(std::integral_constant<int, 26>{});
+      }
+    }
+    // 27 and 29: d = 128 with O stored by a warp of the producer's, 29 with narrow steps too
+    // (configs.hpp), for a positive scale, 29 causal.
+    if constexpr (kD == 128) {
+      if (v == 27 && !unfolded)
+        return launch_fwd<kDtype, typename FwdVariant<Element, 128, 27>::Traits>(args, stream);
+      if (v == 29 && !unfolded && args.causal)
+        return launch_fwd<kDtype, typename FwdVariant<Element, 128, 29>::Traits>(args, stream);
+    }
+    // 28: d = 64's short tiles (FwdShortConfig) up to S_q = 2048, where the 192-row tiles
+    // compute 14.5% more of S than the causal half (their 112-key tiles cross the diagonal two
+    // or three at a time) against the short tiles' 6% (3% with their narrow steps).
+    if (v == 28 && !unfolded) {
+      if constexpr (kD == 64) {
+        using Short = kernels::sm90::FwdShortConfig<Element>;
+        if (args.S_q <= 2 * Short::kMaxRows) {
+          if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
+          return launch_fwd<kDtype, typename Short::Traits>(args, stream);
+        }
       }
     }
     // 21: causal, for a positive scale, the other choice of narrow steps (FwdTraitsNarrowSteps):
