@@ -559,7 +559,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if (n_end == 0) continue;  // the consumers write it
         it += n_end;
         const int st = (it - 1) % kStages;
-        mbar_wait(bar_o(st), (o_phase >> st) & 1);
+        mbar_wait_sleeping(bar_o(st), (o_phase >> st) & 1);
         o_phase ^= 1u << st;
 #pragma unroll
         for (int c = 0; c < T::kConsumers; ++c)

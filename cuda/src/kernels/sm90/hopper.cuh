@@ -97,6 +97,26 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
+// One try of mbar_wait's: whether the phase of that parity has completed (the instruction may
+// suspend the thread a while first).
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// mbar_wait for a thread that waits long and whose spinning would take issue slots from the
+// busy warps of its scheduler (the forward's store warp, which waits a whole tile for each O):
+// it sleeps between tries.
+__device__ __forceinline__ void mbar_wait_sleeping(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) __nanosleep(256);
+}
+
 // A 32-bit word of shared memory one role of a block hands another under an mbarrier (the
 // arrive releases it, the wait acquires it), by its shared address: a generic pointer would
 // take two of the producer warpgroup's 40 registers.

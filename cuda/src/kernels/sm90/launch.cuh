@@ -372,13 +372,14 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
       if (v == 29 && !unfolded && args.causal)
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 29>::Traits>(args, stream);
     }
-    // 28: d = 64's short tiles (FwdShortConfig) up to S_q = 2048, where the 192-row tiles
-    // compute 14.5% more of S than the causal half (their 112-key tiles cross the diagonal two
-    // or three at a time) against the short tiles' 6% (3% with their narrow steps).
+    // 28: d = 64's short tiles (FwdShortConfig) up to S_q = 4096, where the 192-row tiles
+    // compute more of S than the causal half (their 112-key tiles cross the diagonal two or
+    // three at a time: 14.5% at S = 2k, 7% at 4k) than the short tiles (6.25% and 3.1% at 2k
+    // and 4k, half that with narrow steps). Run 38c: 3-5% faster at 2k (docs/perf-notes.md).
     if (v == 28 && !unfolded) {
       if constexpr (kD == 64) {
         using Short = kernels::sm90::FwdShortConfig<Element>;
-        if (args.S_q <= 2 * Short::kMaxRows) {
+        if (args.S_q <= 4 * Short::kMaxRows) {
           if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
           return launch_fwd<kDtype, typename Short::Traits>(args, stream);
         }
