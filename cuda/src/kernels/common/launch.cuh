@@ -112,7 +112,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // in one pass, 23 the wgmma descriptors advanced rather than built, 24 the consumer's index
 // provably warp-uniform, 25 both, 26 25 with the deferral in one pass, 27 d = 128's O stored
 // by a warp of the producer's, 29 that with narrow steps, 28 d = 64's short tiles up to
-// S_q = 4096; configs.hpp), the float32
+// S_q = 4096 (2048 without the mask); configs.hpp), the float32
 // tiles (f32: 0 automatic, 1 large tiles, 2
 // small tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain;

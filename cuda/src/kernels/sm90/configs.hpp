@@ -43,11 +43,18 @@ struct FwdConfig<Element, 64> {
   using Unfolded = FwdTraits<Element, 64, 3, 3, true, 112, true>;
 };
 
-// d = 64 at S_q <= 1024: 128 x 128 tiles (two consumers, three stages), where the 192-row
+// d = 64 at S_q <= 2048: 128 x 128 tiles (two consumers, three stages), where the 192-row
 // tiles leave the last one of a sequence a third full and the causal diagonal costs more of
-// 192 x 112 than of 128 x 128. Run 17b (bench/results/2026-12-02-h200-run17b, medians of 20,
-// two rounds): S = 1k (B 32) 0.261-0.262 ms against 0.281; S = 2k (B 16) 0.440-0.442 against
-// 0.413, 4k 0.800-0.803 against 0.721-0.726. Between 1k and 2k is not measured.
+// 192 x 112 than of 128 x 128 (their key tiles cross it two or three at a time: 14.5% more of S
+// than the causal half at S = 2k, the short tiles 6.25%, 3.1% with narrow steps). Run 17b
+// (bench/results/2026-12-02-h200-run17b, medians of 20, two rounds): S = 1k (B 32) 0.261-0.262
+// ms against 0.281; S = 2k (B 16) 0.440-0.442 against 0.413, 4k 0.800-0.803 against
+// 0.721-0.726. Since then the short tiles gained the hand-over and narrow steps, and run 38c
+// (bench/results/2026-12-05-h100-run38c, H100, medians of 30, two rounds alternating, ms, the
+// 192-row tiles -> the short ones, fwd90=28) measured S = 2k (B 16) 0.3675, 0.3669 -> 0.3580,
+// 0.3552 and (B 32) 0.7338, 0.7204 -> 0.6987, 0.6939: 3-5% faster, so kMaxRows went from 1024
+// to 2048 with the causal mask (fwd90=7 runs the 192-row tiles there again; fwd90=28 the short
+// tiles up to 4096, and without the mask up to 2048).
 // The producer hands each tile's coordinates to the consumers, with Q loaded a tile ahead in
 // a second buffer (FwdTraitsHandTile). Run 30c (bench/results/2026-12-04-h200-run30c, medians
 // of 30, three rounds in rotating order, ms, the consumers decoding their tiles -> handed over
@@ -83,7 +90,13 @@ struct FwdShortConfig {
   using Base = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;
   using Traits = FwdTraitsNarrowSteps<Base>;
   using NoMaskTraits = FwdTraitsTileOverlap<Base>;
-  static constexpr int kMaxRows = 1024;
+  static constexpr int kMaxRows = 2048;
+  // Without the mask, where run 38c measured nothing past 1024 (there the tiles overlap their
+  // first step with the last one's tail, and every tile walks every key tile).
+  static constexpr int kMaxRowsNoMask = 1024;
+  static bool takes(const AttnArgs& args) {
+    return args.S_q <= (args.causal ? kMaxRows : kMaxRowsNoMask);
+  }
 };
 
 // Whether the forward of head dim kD keeps one section of heads where each wave of blocks holds
@@ -119,7 +132,8 @@ constexpr int fused_bwd_wave_tiles(int kD) {
 //   4: the kept configuration of either head dim unfolded (FwdConfig::Unfolded, which a scale
 //      <= 0 always runs);
 //   6: the d = 128 configuration before run 17, with two stages (folded);
-//   7: at d = 64, the 192-row tiles (FwdConfig) at S_q <= 1024 too (FwdShortConfig's
+//   7: at d = 64, the 192-row tiles (FwdConfig) where FwdShortConfig's are taken too
+//   (FwdShortConfig's
 //      measurement; a default kernel, so any build takes it: the GPU suites run with it);
 //   12: the epilogue the configuration does not take (FwdTraits::kStoreOByTma, below).
 template <typename Element, int kD, int kVariant>
@@ -141,8 +155,8 @@ struct FwdVariant<Element, 128, 6> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 2, true, 128, true>;
 };
 // 12: the other epilogue of FwdTraits::kStoreOByTma: at d = 128 O written from the registers
-// (the configuration before run 23c), on d = 64's short tiles (S_q <= 1024) O stored by the
-// TMA (the 192-row tiles have no room for it: B_q > B_k). For a positive scale. Run 23c
+// (the configuration before run 23c), on d = 64's short tiles (FwdShortConfig::takes) O stored by
+// the TMA (the 192-row tiles have no room for it: B_q > B_k). For a positive scale. Run 23c
 // (bench/results/2026-12-03-h200-run23c, medians of 20, two rounds): at d = 64, S = 1k, by
 // the TMA 0.231 ms against 0.230 from the registers: level, so not taken.
 template <typename Element>
@@ -150,13 +164,13 @@ struct FwdVariant<Element, 128, 12> {
   using Traits = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, false>;
 };
 // 15: d = 64's short tiles with the next tile's first step under the last one's tail with a
-// causal mask too (FwdShortConfig::NoMaskTraits everywhere; S_q <= 1024, a positive scale).
+// causal mask too (FwdShortConfig::NoMaskTraits where the short tiles run; a positive scale).
 template <typename Element>
 struct FwdVariant<Element, 64, 15> {
   using Traits = typename FwdShortConfig<Element>::NoMaskTraits;
 };
 // 20: the marked rows' other place (FwdTraitsRowsAfter): in the kernel for the 192-row tiles
-// (the default before run 34c), by a kernel of their own after the short tiles (S_q <= 1024).
+// (the default before run 34c), by a kernel of their own after the short tiles.
 // Run 34c (same medians): S = 1k (B 32) causal 0.2247-0.2265 -> 0.2263-0.2276 with the second
 // kernel (its launch), without the mask 0.3509-0.3531 -> 0.3493-0.3522: so not taken there.
 template <typename Element>

@@ -273,10 +273,10 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
 }
 
 // O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
-// scale, unfolded otherwise; at d = 64 and S_q <= 1024, folded, FwdShortConfig's tiles), or the
+// scale, unfolded otherwise; at d = 64 where FwdShortConfig takes them, folded, its tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; 12 at d = 128 and at d = 64 with S_q <= 1024, for a positive scale; 15 at d = 64
-// with S_q <= 1024, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 and
+// scale; 12 at d = 128 and on d = 64's short tiles, for a positive scale; 15 on d = 64's short
+// tiles, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 and
 // 23-26 the same in bf16; 27 and 29 at d = 128, 28 at d = 64 (configs.hpp, below); another
 // value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
@@ -304,18 +304,18 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
       using Short = kernels::sm90::FwdShortConfig<Element>;
       using kernels::sm90::FwdTraitsRowsAfter;
       if (v == 20 && !unfolded) {
-        if (args.S_q > Short::kMaxRows)
+        if (!Short::takes(args))
           return launch_fwd<kDtype, typename FwdVariant<Element, 64, 20>::Traits>(args, stream);
         if (!args.causal)
           return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::NoMaskTraits>>(args, stream);
         return launch_fwd<kDtype, FwdTraitsRowsAfter<typename Short::Base>>(args, stream);
       }
-      if (v == 15 && !unfolded && args.S_q <= Short::kMaxRows)
+      if (v == 15 && !unfolded && Short::takes(args))
         return launch_fwd<kDtype, typename FwdVariant<Element, 64, 15>::Traits>(args, stream);
     }
     if (v == 12 && !unfolded) {
       if constexpr (kD == 64) {
-        if (args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
+        if (kernels::sm90::FwdShortConfig<Element>::takes(args))
           return launch_fwd<kDtype, typename FwdVariant<Element, 64, 12>::Traits>(args, stream);
       } else {
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 12>::Traits>(args, stream);
@@ -324,7 +324,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     // 5: causal, for a positive scale, without ping-pong: d = 64's short tiles, d = 128's.
     if (v == 5 && !unfolded && args.causal) {
       if constexpr (kD == 64) {
-        if (args.S_q <= kernels::sm90::FwdShortConfig<Element>::kMaxRows)
+        if (kernels::sm90::FwdShortConfig<Element>::takes(args))
           return launch_fwd<kDtype, typename FwdVariant<Element, 64, 5>::Traits>(args, stream);
       } else {
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 5>::Traits>(args, stream);
@@ -339,7 +339,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
           using kernels::sm90::FwdStepVariant;
           if constexpr (kD == 64) {
             using Short = kernels::sm90::FwdShortConfig<Element>;
-            if (args.S_q <= Short::kMaxRows)
+            if (Short::takes(args))
               return launch_fwd<kDtype, typename FwdStepVariant<typename Short::Traits, kV>::type>(
                   args, stream);
             launch_fwd<kDtype, typename FwdStepVariant<typename Config::Traits, kV>::type>(args,
@@ -372,14 +372,14 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
       if (v == 29 && !unfolded && args.causal)
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 29>::Traits>(args, stream);
     }
-    // 28: d = 64's short tiles (FwdShortConfig) up to S_q = 4096, where the 192-row tiles
-    // compute more of S than the causal half (their 112-key tiles cross the diagonal two or
-    // three at a time: 14.5% at S = 2k, 7% at 4k) than the short tiles (6.25% and 3.1% at 2k
-    // and 4k, half that with narrow steps). Run 38c: 3-5% faster at 2k (docs/perf-notes.md).
+    // 28: d = 64's short tiles (FwdShortConfig) up to S_q = 4096 with the causal mask, where
+    // the 192-row tiles compute 7% more of S than the causal half, the short tiles 3.1% (half
+    // that with narrow steps; at S = 2k 14.5% and 6.25%, where run 38c measured the short tiles
+    // 3-5% faster, the default since), and up to 2048 without it.
     if (v == 28 && !unfolded) {
       if constexpr (kD == 64) {
         using Short = kernels::sm90::FwdShortConfig<Element>;
-        if (args.S_q <= 4 * Short::kMaxRows) {
+        if (args.S_q <= 2 * (args.causal ? Short::kMaxRows : Short::kMaxRowsNoMask)) {
           if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
           return launch_fwd<kDtype, typename Short::Traits>(args, stream);
         }
@@ -387,12 +387,12 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     }
     // 21: causal, for a positive scale, the other choice of narrow steps (FwdTraitsNarrowSteps):
     // d = 64's short tiles without them, the 192-row tiles and d = 128's with them; 22 narrow
-    // steps on d = 64's 192-row tiles at S_q <= 1024 too (as fwd90=7), for the suites.
+    // steps on d = 64's 192-row tiles where the short ones run too (as fwd90=7), for the suites.
     if ((v == 21 || v == 22) && !unfolded && args.causal) {
       using kernels::sm90::FwdTraitsNarrowSteps;
       if constexpr (kD == 64) {
         using Short = kernels::sm90::FwdShortConfig<Element>;
-        if (args.S_q <= Short::kMaxRows && v == 21)
+        if (Short::takes(args) && v == 21)
           return launch_fwd<kDtype, typename Short::Base>(args, stream);
       }
       return launch_fwd<kDtype, FwdTraitsNarrowSteps<typename Config::Traits>>(args, stream);
@@ -402,10 +402,10 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   }
   if (unfolded) return launch_fwd<kDtype, typename Config::Unfolded>(args, stream);
   if constexpr (kD == 64) {
-    // fwd90=7 (a default kernel, in any build): the 192-row tiles at S_q <= 1024 too, so that
-    // the suites' small problems run the kernel of the long sequences (scripts/device-run).
+    // fwd90=7 (a default kernel, in any build): the 192-row tiles where the short ones run too, so
+    // that the suites' small problems run the kernel of the long sequences (scripts/device-run).
     using Short = kernels::sm90::FwdShortConfig<Element>;
-    if (args.S_q <= Short::kMaxRows && tune().fwd90 != 7) {
+    if (Short::takes(args) && tune().fwd90 != 7) {
       if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
       return launch_fwd<kDtype, typename Short::Traits>(args, stream);
     }
