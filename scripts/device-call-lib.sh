@@ -10,6 +10,9 @@
 #                              (for scripts/cuda-bits' OLD and NEW)
 #   python_suite END           builds the Python package there (device-run python-build) and runs
 #                              python/tests on the GPU until SECONDS = END: $OUT/pytest.log
+#   goal_table END             builds the Python package there and runs the goal's table beside
+#                              the peers (bench/interleaved.py) until SECONDS = END:
+#                              $OUT/interleaved.{json,log}
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
 _call_work=$(mktemp -d)
 tar -C "$_call_work" -xJf .device/bin.tar.xz
@@ -40,13 +43,29 @@ tuned() {
   echo "$f"
 }
 python_suite() {
-  local t0=$SECONDS
-  bash scripts/device-run python-build >"$OUT/python-build.log" 2>&1
-  echo "python-build rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"
-  local lim=$(($1 - SECONDS))
+  python_build
+  local lim=$(($1 - SECONDS)) t0=$SECONDS
   ((lim > 30)) || return 0
-  t0=$SECONDS
   (PYTHONPATH=$PWD/build-python-device/site timeout $lim python3 -m pytest -q -rs \
     -p no:cacheprovider python/tests >"$OUT/pytest.log" 2>&1)
   echo "pytest rc=$? $((SECONDS - t0))s $(tail -1 "$OUT/pytest.log")" | tee -a "$OUT/steps.txt"
+}
+_python_built=0
+python_build() {  # once a call
+  ((_python_built)) && return 0
+  _python_built=1
+  local t0=$SECONDS
+  bash scripts/device-run python-build >"$OUT/python-build.log" 2>&1
+  echo "python-build rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"
+}
+goal_table() {
+  python_build
+  local lim=$(($1 - SECONDS)) t0=$SECONDS
+  ((lim > 30)) || return 0
+  local configs=leaderboard,leaderboard128,leaderboard-noncausal,$(printf 'fa3grid-s%s-d64,fa3grid-s%s-d128,' \
+    1024 1024 2048 2048 4096 4096 8192 8192 16384 16384 32768 32768)f32,f32-d128,f32-b8-d128
+  (cd bench && PYTHONPATH=$PWD/../build-python-device/site timeout $lim python3 interleaved.py \
+    --out $OUT/interleaved.json --configs $configs) >$OUT/interleaved.log 2>&1
+  echo "interleaved rc=$? $((SECONDS - t0))s" | tee -a $OUT/steps.txt
+  grep "^|" $OUT/interleaved.log | tail -22
 }

@@ -31,15 +31,5 @@ done | tee $OUT/times.txt
 echo "timing done ${SECONDS}s"
 ((SECONDS < 300)) && step bits-29 100 scripts/cuda-bits $fr $(tuned fwd90=29 $fr) $(mktemp -d)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-if [[ $gpu == *H200* ]] && ((SECONDS < 420)); then
-  t0=$SECONDS
-  bash scripts/device-run python-build >"$OUT/python-build.log" 2>&1
-  echo "python-build rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"
-  site=$PWD/build-python-device/site
-  configs=leaderboard,leaderboard128,leaderboard-noncausal,$(printf 'fa3grid-s%s-d64,fa3grid-s%s-d128,' 1024 1024 2048 2048 4096 4096 8192 8192 16384 16384 32768 32768)f32,f32-d128,f32-b8-d128
-  t0=$SECONDS
-  (cd bench && PYTHONPATH=$site timeout $((585 - SECONDS)) python3 interleaved.py --out $OUT/interleaved.json --configs $configs) >$OUT/interleaved.log 2>&1
-  echo "interleaved rc=$? $((SECONDS - t0))s" | tee -a $OUT/steps.txt
-  grep "^|" $OUT/interleaved.log | tail -22
-fi
+[[ $gpu == *H200* ]] && ((SECONDS < 420)) && goal_table 585
 date -u

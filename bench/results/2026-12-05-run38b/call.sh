@@ -9,18 +9,8 @@
 set -u
 cd "$(dirname "$0")/../../.."
 source scripts/device-call-lib.sh
-t0=$SECONDS
-bash scripts/device-run python-build >"$OUT/python-build.log" 2>&1
-echo "python-build rc=$? $((SECONDS - t0))s" | tee -a "$OUT/steps.txt"
-site=$PWD/build-python-device/site
-configs=leaderboard,leaderboard128,leaderboard-noncausal,$(printf 'fa3grid-s%s-d64,fa3grid-s%s-d128,' 1024 1024 2048 2048 4096 4096 8192 8192 16384 16384 32768 32768)f32,f32-d128,f32-b8-d128
-t0=$SECONDS
-(cd bench && PYTHONPATH=$site timeout 120 python3 interleaved.py --out $OUT/interleaved.json --configs $configs) >$OUT/interleaved.log 2>&1
-echo "interleaved rc=$? $((SECONDS - t0))s" | tee -a $OUT/steps.txt
-grep "^|" $OUT/interleaved.log | tail -22
-t0=$SECONDS
-(PYTHONPATH=$site timeout 150 python3 -m pytest -q -rs -p no:cacheprovider python/tests >"$OUT/pytest.log" 2>&1)
-echo "pytest rc=$? $((SECONDS - t0))s $(tail -1 "$OUT/pytest.log")" | tee -a "$OUT/steps.txt"
+goal_table 230
+python_suite $((SECONDS + 150))
 OUT=$OUT/run timeout $((590 - SECONDS)) bash scripts/device-run tests sanitize >$OUT/device-run.log 2>&1
 echo "device-run rc=$? ${SECONDS}s"
 tail -80 $OUT/run/summary.txt 2>/dev/null
