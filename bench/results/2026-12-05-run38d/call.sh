@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Run 38d (2026-12-05): d = 64's short tiles up to S_q = 2048 (causal) as the default (run 38c
 # timed them there as fwd90=28), timed at 4k (fwd90=28), and without the mask at 2k (fwd90=28); d = 128's store warp now sleeping between its waits' tries (fwd90=27; 29 with
-# narrow steps) against the default; two rounds alternating. Checks first; then every cuda
-# suite, the fuzz and the sanitizers on the new defaults (`scripts/device-run tests sanitize`,
-# quick: 20 s of fuzzing, 60 cases a property) in the time left (the session's last 589 s of
-# device time: a call of 470 s at most).
+# narrow steps) against the default; two rounds alternating. Checks first; then the suites
+# that reach the new default's kernels at S = 2k (the session's last 409 s of device time: a
+# call of 290 s at most; every suite waits for the next session).
 # Here: scripts/device-build (every suite); there: bash bench/results/2026-12-05-run38d/call.sh,
 # carrying .device (timeout_s 600).
 set -u
@@ -32,7 +31,11 @@ for round in 0 1; do
   done
 done | tee $OUT/times.txt
 echo "timing done ${SECONDS}s"
-OUT=$OUT/run FLASHREF_DEVICE_QUICK=1 timeout $((460 - SECONDS)) bash scripts/device-run tests sanitize >$OUT/device-run.log 2>&1
-echo "device-run rc=$? ${SECONDS}s"
-tail -60 $OUT/run/summary.txt 2>/dev/null
+# The new default's kernels at S = 2k (fwd90=28's in run 38c) under the suites that reach it.
+step properties 60 env RC_PARAMS=max_success=60 $b/cuda_properties_test --gtest_brief=1
+step large-problems 60 $b/cuda_large_problems_test --gtest_brief=1
+for tool in racecheck memcheck synccheck; do
+  step $tool-2k 60 compute-sanitizer --tool $tool --print-limit 5 --error-exitcode 9 $fr verify \
+    --backends cuda --dtype bf16 --shape 1,4,1500,2048,64 --mask causal-bottom-right --forward-only
+done
 date -u
