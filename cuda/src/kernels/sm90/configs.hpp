@@ -293,7 +293,13 @@ struct FwdConfig<Element, 128> {
 
 // 27: d = 128 with O's stores issued by a warp of the producer's warpgroup (FwdTraitsStoreWarp);
 // 29: with narrow steps too (FwdTraitsNarrowSteps), which the consumers' elected store had
-// kept off the uniform datapath at d = 128 (run 36; fwd.cuh).
+// kept off the uniform datapath at d = 128 (run 36; fwd.cuh). Not taken: run 38c (bench/
+// results/2026-12-05-h100-run38c, H100, medians of 30, two rounds alternating, ms, default ->
+// 27 / 29) measured S = 1k (B 32) 0.3184, 0.3133 -> 0.3204, 0.3201 / 0.3123, 0.3131; 2k 0.4831,
+// 0.4839 -> 0.4998, 0.5010 / 0.4834, 0.4839; 4k 0.8705, 0.8725 -> 0.9097, 0.9094 / 0.8801,
+// 0.8791; the leaderboard 1.5783, 1.5771 -> 1.6639, 1.6589 / 1.6111, 1.6104: the store warp
+// cost 1-5%, growing with S (its waiting warp took issue slots, it seems); the narrow steps on
+// it gained 2.5-3.3%. Its wait sleeps since (mbar_wait_sleeping), not yet timed.
 template <typename Element>
 struct FwdVariant<Element, 128, 27> {
   using Traits = FwdTraitsStoreWarp<typename FwdConfig<Element, 128>::Traits>;
