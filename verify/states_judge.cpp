@@ -146,9 +146,12 @@ std::string check_word(const StepCheck& c) {
          ratio_text(c.ratio) + ")";
 }
 
-// What the failing step's numbers say, and a known mistake when one fits.
+// What the failing step's numbers say, and a known mistake when one fits. Under the conditional
+// rescale (`kept`, the max the candidate keeps; null without it) each hypothesis is formed in the
+// kept max's frame, as the candidate's l and acc are: a gold state times e^(m - kept), and the
+// rescale's factor e^(kept_old - kept_new), which is 1 at a deferred step.
 void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
-             const StateConventions& conv, const GoldForwardStates& gold) {
+             const StateConventions& conv, const GoldForwardStates& gold, const KeptMax* kept) {
   const Problem& p = data.problem;
   const StepCheck& c = f.step;
   std::ostringstream why;
@@ -176,22 +179,40 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
   const auto A = [&](std::int64_t j) {
     return gold.value.acc(z(a), z(bh), z(iq), z(j), z(r), z(col));
   };
-  const double m_new = G(gold.value.m, c.j);
-  const double m_old = c.j > 0 ? G(gold.value.m, c.j - 1) : -kInf;
+  // The max at step j of tile row rr, as the candidate keeps it (the gold max without the
+  // deferral), and e^(gold m - that max), the factor its l and acc carry.
+  const auto max_at = [&](std::int64_t j, std::int64_t rr) {
+    const xt::xtensor<double, 5>& m = kept ? kept->m : gold.value.m;
+    return m(z(a), z(bh), z(iq), z(j), z(rr));
+  };
+  const auto lag_at = [&](std::int64_t j, std::int64_t rr) {
+    const double g = gold.value.m(z(a), z(bh), z(iq), z(j), z(rr)), k = max_at(j, rr);
+    return g == k || !std::isfinite(k) ? 1.0 : std::exp(g - k);
+  };
+  const double m_new = max_at(c.j, r);
+  const double m_old = c.j > 0 ? max_at(c.j - 1, r) : -kInf;
   const double alpha = m_old == -kInf ? 0.0 : std::exp(m_old - m_new);
+  // l and acc at step j in the candidate's frame.
+  const auto L = [&](std::int64_t j) { return G(gold.value.l, j) * lag_at(j, r); };
+  const auto A_kept = [&](std::int64_t j) { return A(j) * lag_at(j, r); };
   const double tol = std::max(c.limit, 0.01 * c.candidate_err);
   const auto fits = [&](double hypothesis) {
     return hypothesis == c.found || std::fabs(c.found - hypothesis) <= tol;
   };
+  // A hypothetical row's state, in the candidate's conventions (its l and unnormalized acc
+  // re-based to the candidate's kept max under the deferral).
   const auto in_convention = [&](const detail::RowStates& row) {
+    const double rm = row.m[z(c.j)], km = max_at(c.j, r);
+    const double lag =
+        !kept || rm == km || !std::isfinite(rm) || !std::isfinite(km) ? 1.0 : std::exp(rm - km);
     switch (c.quantity) {
       case StateQuantity::m:
-        return row.m[z(c.j)] * (conv.m_log2 ? std::numbers::log2e : 1.0);
+        return rm * (conv.m_log2 ? std::numbers::log2e : 1.0);
       case StateQuantity::l:
-        return row.l[z(c.j)];
+        return row.l[z(c.j)] * lag;
       case StateQuantity::acc: {
         const double v = row.acc[z(c.j * p.d + col)];
-        return conv.acc_normalized ? normalized(v, row.l[z(c.j)]) : v;
+        return conv.acc_normalized ? normalized(v, row.l[z(c.j)]) : v * lag;
       }
       default:  // the backward's quantities are judged in states_backward_judge.cpp
         return 0.0;
@@ -208,32 +229,32 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
            "instead of -inf (line 6), so P~ = exp(S - 0) and l, O are computed against the "
            "wrong max.";
   } else if (c.quantity == StateQuantity::l && c.j > 0 && alpha != 1.0 &&
-             fits(G(gold.value.l, c.j - 1) + (G(gold.value.l, c.j) - alpha * G(gold.value.l, c.j - 1)))) {
+             fits(L(c.j - 1) + (L(c.j) - alpha * L(c.j - 1)))) {
     f.cause = "l_not_rescaled";
-    why << " The max grew at this step (m " << num(m_old) << " -> " << num(m_new)
+    why << (kept ? " The kept max grew" : " The max grew") << " at this step (m " << num(m_old)
+        << " -> " << num(m_new)
         << ") and the found l equals l_old + rowsum(P~): l was not multiplied by exp(m_old - m) "
            "= "
         << num(alpha) << " (line 12).";
     for (const StepCheck& o : f.this_step) {
       if (o.quantity != StateQuantity::acc || o.pass || conv.acc_normalized) continue;
-      const double a_old = gold.value.acc(z(a), z(bh), z(iq), z(c.j - 1), z(o.row - c.i * s.B_q),
-                                          z(o.col));
+      const std::int64_t orow = o.row - c.i * s.B_q;
+      const double a_old =
+          gold.value.acc(z(a), z(bh), z(iq), z(c.j - 1), z(orow), z(o.col)) * lag_at(c.j - 1, orow);
       const double a_new =
-          gold.value.acc(z(a), z(bh), z(iq), z(c.j), z(o.row - c.i * s.B_q), z(o.col));
-      const double row_alpha = std::exp(gold.value.m(z(a), z(bh), z(iq), z(c.j - 1),
-                                                     z(o.row - c.i * s.B_q)) -
-                                        gold.value.m(z(a), z(bh), z(iq), z(c.j),
-                                                     z(o.row - c.i * s.B_q)));
+          gold.value.acc(z(a), z(bh), z(iq), z(c.j), z(orow), z(o.col)) * lag_at(c.j, orow);
+      const double row_alpha = std::exp(max_at(c.j - 1, orow) - max_at(c.j, orow));
       const double hypothesis = a_old + (a_new - row_alpha * a_old);
       if (std::fabs(o.found - hypothesis) <= std::max(o.limit, 0.01 * o.candidate_err)) {
         why << " acc was not rescaled either (line 13): the factor exp(m_old - m) was 1 for "
                "both, as when it is computed after m was overwritten with the new max.";
       }
     }
-  } else if (c.quantity == StateQuantity::acc && !conv.acc_normalized && c.j > 0 &&
-             alpha != 1.0 && fits(A(c.j - 1) + (A(c.j) - alpha * A(c.j - 1)))) {
+  } else if (c.quantity == StateQuantity::acc && !conv.acc_normalized && c.j > 0 && alpha != 1.0 &&
+             fits(A_kept(c.j - 1) + (A_kept(c.j) - alpha * A_kept(c.j - 1)))) {
     f.cause = "acc_not_rescaled";
-    why << " The max grew at this step (m " << num(m_old) << " -> " << num(m_new)
+    why << (kept ? " The kept max grew" : " The max grew") << " at this step (m " << num(m_old)
+        << " -> " << num(m_new)
         << ") and the found acc equals acc_old + P~ V: the accumulator was not multiplied by "
            "exp(m_old - m) = "
         << num(alpha)
@@ -563,7 +584,7 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
               f.step = c;
               f.this_step = step;
               f.previous_step = previous;
-              explain(f, data, s, conv, gold);
+              explain(f, data, s, conv, gold, kept ? &*kept : nullptr);
               report.first = std::move(f);
               break;
             }

@@ -240,6 +240,43 @@ TEST(States, ConditionalRescaleIsAConventionAndAMistakeOnTopOfItIsStillFound) {
   EXPECT_EQ(wrong.first->step.quantity, StateQuantity::l) << where(wrong);
 }
 
+TEST(States, ForgottenRescaleUnderTheConditionalRescaleIsNamedInTheKeptMaxsFrame) {
+  // Scores built per key tile: about 0 in tile 0, 3 to 4.5 in tile 1 (a growth under 8 ln 2: a
+  // deferring kernel keeps tile 0's max), about 12 to 16 in tile 2 (it rescales), 11 in tile 3.
+  // A deferring kernel that forgets l's factor, or acc's, at tile 2 is named as Algorithm 1's
+  // kernel is: the hypothesis is formed from the gold states re-based to the kept max (l' =
+  // e^(m - kept) l, the factor e^(kept_old - kept_new)). In Algorithm 1's frame it misses by
+  // (e^(m_1 - m_0) - 1) l_1, 3 to 4.5 in log units, so the test fails without the re-basing.
+  const Problem p = make_problem(1, 1, 1, 8, 16, 8, Mask::none, DType::f32);
+  ProblemData data = data_for(p, 7);
+  const double tile_score[4] = {0.0, 3.0, 12.0, 11.0};
+  for (std::int64_t q = 0; q < p.S_q; ++q)
+    for (std::int64_t c = 0; c < p.d; ++c)
+      data.q.set(0, 0, q, c, c == 0 ? 1.0f + 0.05f * static_cast<float>(q) : 0.0f);
+  for (std::int64_t key = 0; key < p.S_k; ++key)
+    data.k.set(0, 0, key, 0,
+               static_cast<float>((tile_score[key / 4] + 0.1 * static_cast<double>(key % 4)) *
+                                  std::sqrt(static_cast<double>(p.d))));
+  for (const bool log2 : {false, true}) {
+    Kernel k;
+    k.B_q = 4;
+    k.B_k = 4;
+    k.m_log2 = log2;
+    k.lazy_rescale = static_cast<float>(kConditionalRescale * (log2 ? std::numbers::log2e : 1.0));
+    const StatesReport right = judge(data, k);
+    ASSERT_FALSE(right.first.has_value()) << where(right);
+    ASSERT_TRUE(right.conventions.m_deferred) << right.conventions_note;
+    k.l_not_rescaled = true;
+    const StatesReport r = judge(data, k);
+    expect_at(r, 0, 2, StateQuantity::l, "l_not_rescaled");
+    EXPECT_NE(r.first->explanation.find("kept max grew"), std::string::npos)
+        << r.first->explanation;
+    k.l_not_rescaled = false;
+    k.acc_rescaled_new_max = true;
+    expect_at(judge(data, k), 0, 2, StateQuantity::acc, "acc_not_rescaled");
+  }
+}
+
 TEST(States, LastKeyTileReadPastSkIsFoundAtTheLastKeyTile) {
   // The padded keys (indices S_k..) pass the index comparison for every row without a mask,
   // and under the top-left causal mask for rows q >= S_k (never under bottom-right, whose last
