@@ -104,6 +104,13 @@ double misfit(const Cand& cand, const Gold& gold, double factor) {
 
 double normalized(double acc, double l) { return l > 0.0 ? acc / l : 0.0; }
 
+// e^(m - kept): the factor by which l and acc relative to a kept max exceed them relative to m.
+// 1 where the two are equal (also a row that has seen no key: -inf both, not e^(-inf + inf)) or
+// where no max is kept yet.
+double lag_to_kept(double m, double kept) {
+  return m == kept || !std::isfinite(kept) ? 1.0 : std::exp(m - kept);
+}
+
 // The running max a kernel with FlashAttention-4's conditional rescale keeps, from the
 // candidate's own m (in natural-log units after dividing by `units`): walking each row's key
 // tiles in order, the gold max of the step, or, where the candidate's m is nearer the max kept
@@ -186,8 +193,7 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
     return m(z(a), z(bh), z(iq), z(j), z(rr));
   };
   const auto lag_at = [&](std::int64_t j, std::int64_t rr) {
-    const double g = gold.value.m(z(a), z(bh), z(iq), z(j), z(rr)), k = max_at(j, rr);
-    return g == k || !std::isfinite(k) ? 1.0 : std::exp(g - k);
+    return lag_to_kept(gold.value.m(z(a), z(bh), z(iq), z(j), z(rr)), max_at(j, rr));
   };
   const double m_new = max_at(c.j, r);
   const double m_old = c.j > 0 ? max_at(c.j - 1, r) : -kInf;
@@ -202,9 +208,8 @@ void explain(FirstDivergence& f, const ProblemData& data, const StatesShape& s,
   // A hypothetical row's state, in the candidate's conventions (its l and unnormalized acc
   // re-based to the candidate's kept max under the deferral).
   const auto in_convention = [&](const detail::RowStates& row) {
-    const double rm = row.m[z(c.j)], km = max_at(c.j, r);
-    const double lag =
-        !kept || rm == km || !std::isfinite(rm) || !std::isfinite(km) ? 1.0 : std::exp(rm - km);
+    const double rm = row.m[z(c.j)];
+    const double lag = kept ? lag_to_kept(rm, max_at(c.j, r)) : 1.0;
     switch (c.quantity) {
       case StateQuantity::m:
         return rm * (conv.m_log2 ? std::numbers::log2e : 1.0);
@@ -444,12 +449,10 @@ StatesReport judge_forward_states(const ProblemData& data, const StatesGrid& gri
   // e^(gold m - kept m) for a vector entry n (1 without the deferral, and where a row has seen
   // no key: -inf both), and the baseline's.
   const auto lag_factor = [&](std::size_t n) {
-    if (!kept || gold.value.m.flat(n) == kept->m.flat(n)) return 1.0;
-    return std::exp(gold.value.m.flat(n) - kept->m.flat(n));
+    return kept ? lag_to_kept(gold.value.m.flat(n), kept->m.flat(n)) : 1.0;
   };
   const auto base_factor = [&](std::size_t n) {
-    if (!kept || !std::isfinite(kept->m.flat(n)) || base.m.flat(n) == kept->m.flat(n)) return 1.0;
-    return std::exp(base.m.flat(n) - kept->m.flat(n));
+    return kept ? lag_to_kept(base.m.flat(n), kept->m.flat(n)) : 1.0;
   };
   if (cand.acc) {
     xt::xtensor<double, 6> gold_normalized = gold.value.acc, gold_raw = gold.value.acc;

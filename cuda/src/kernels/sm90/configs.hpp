@@ -133,8 +133,8 @@ constexpr int fused_bwd_wave_tiles(int kD) {
 //      <= 0 always runs);
 //   6: the d = 128 configuration before run 17, with two stages (folded);
 //   7: at d = 64, the 192-row tiles (FwdConfig) where FwdShortConfig's are taken too
-//   (FwdShortConfig's
-//      measurement; a default kernel, so any build takes it: the GPU suites run with it);
+//      (FwdShortConfig's measurement; a default kernel, so any build takes it: the GPU suites
+//      run with it);
 //   12: the epilogue the configuration does not take (FwdTraits::kStoreOByTma, below).
 template <typename Element, int kD, int kVariant>
 struct FwdVariant;

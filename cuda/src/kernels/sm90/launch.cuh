@@ -279,6 +279,15 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
 // tiles, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 and
 // 23-26 the same in bf16; 27 and 29 at d = 128, 28 at d = 64 (configs.hpp, below); another
 // value keeps the configuration of that head dim).
+// d = 64's short tiles (FwdShortConfig): their causal kernel, or the overlapping one without
+// the mask.
+template <DType kDtype, typename Element>
+void launch_fwd_short(const kernels::AttnArgs& args, cudaStream_t stream) {
+  using Short = kernels::sm90::FwdShortConfig<Element>;
+  if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
+  launch_fwd<kDtype, typename Short::Traits>(args, stream);
+}
+
 template <DType kDtype, int kD>
 void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -379,10 +388,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     if (v == 28 && !unfolded) {
       if constexpr (kD == 64) {
         using Short = kernels::sm90::FwdShortConfig<Element>;
-        if (args.S_q <= 2 * (args.causal ? Short::kMaxRows : Short::kMaxRowsNoMask)) {
-          if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
-          return launch_fwd<kDtype, typename Short::Traits>(args, stream);
-        }
+        if (args.S_q <= 2 * (args.causal ? Short::kMaxRows : Short::kMaxRowsNoMask))
+          return launch_fwd_short<kDtype, Element>(args, stream);
       }
     }
     // 21: causal, for a positive scale, the other choice of narrow steps (FwdTraitsNarrowSteps):
@@ -404,11 +411,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   if constexpr (kD == 64) {
     // fwd90=7 (a default kernel, in any build): the 192-row tiles where the short ones run too, so
     // that the suites' small problems run the kernel of the long sequences (scripts/device-run).
-    using Short = kernels::sm90::FwdShortConfig<Element>;
-    if (Short::takes(args) && tune().fwd90 != 7) {
-      if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
-      return launch_fwd<kDtype, typename Short::Traits>(args, stream);
-    }
+    if (kernels::sm90::FwdShortConfig<Element>::takes(args) && tune().fwd90 != 7)
+      return launch_fwd_short<kDtype, Element>(args, stream);
   }
   launch_fwd<kDtype, typename Config::Traits>(args, stream);
 }
