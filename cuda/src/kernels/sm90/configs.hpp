@@ -54,7 +54,10 @@ struct FwdConfig<Element, 64> {
 // 192-row tiles -> the short ones, fwd90=28) measured S = 2k (B 16) 0.3675, 0.3669 -> 0.3580,
 // 0.3552 and (B 32) 0.7338, 0.7204 -> 0.6987, 0.6939: 3-5% faster, so kMaxRows went from 1024
 // to 2048 with the causal mask (fwd90=7 runs the 192-row tiles there again; fwd90=28 the short
-// tiles up to 4096, and without the mask up to 2048).
+// tiles up to 4096, and without the mask up to 2048). Not further: run 39a (bench/results/
+// 2026-12-06-h200-run39a, H200, the same rounds) had the short tiles 3% slower at 4k causal (B 8:
+// 0.6147, 0.6118 -> 0.6336, 0.6333) and 10% slower at 2k without the mask (B 16: 0.5832, 0.5880
+// -> 0.6465, 0.6507).
 // The producer hands each tile's coordinates to the consumers, with Q loaded a tile ahead in
 // a second buffer (FwdTraitsHandTile). Run 30c (bench/results/2026-12-04-h200-run30c, medians
 // of 30, three rounds in rotating order, ms, the consumers decoding their tiles -> handed over
@@ -298,8 +301,11 @@ struct FwdConfig<Element, 128> {
 // 27 / 29) measured S = 1k (B 32) 0.3184, 0.3133 -> 0.3204, 0.3201 / 0.3123, 0.3131; 2k 0.4831,
 // 0.4839 -> 0.4998, 0.5010 / 0.4834, 0.4839; 4k 0.8705, 0.8725 -> 0.9097, 0.9094 / 0.8801,
 // 0.8791; the leaderboard 1.5783, 1.5771 -> 1.6639, 1.6589 / 1.6111, 1.6104: the store warp
-// cost 1-5%, growing with S (its waiting warp took issue slots, it seems); the narrow steps on
-// it gained 2.5-3.3%. Its wait sleeps since (mbar_wait_sleeping), not yet timed.
+// cost 1-5%, growing with S; the narrow steps on it gained 2.5-3.3%. With its wait sleeping
+// (mbar_wait_sleeping) run 39a (bench/results/2026-12-06-h200-run39a, H200) measured the same:
+// S = 1k 0.2969, 0.2969 -> 0.3053, 0.3056 / 0.2963, 0.2960; the leaderboard 1.5842, 1.6350
+// (minima 1.5793, 1.5756) -> 1.6614, 1.6624 / 1.6151, 1.6220. So the waiting warp's issue slots
+// were not the cost, and 29 gains nothing over the default.
 template <typename Element>
 struct FwdVariant<Element, 128, 27> {
   using Traits = FwdTraitsStoreWarp<typename FwdConfig<Element, 128>::Traits>;

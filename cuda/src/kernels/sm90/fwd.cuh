@@ -286,6 +286,17 @@ __device__ __forceinline__ float exp2_fma(float x) {
   return x < -125.5f ? 0.0f : y;
 }
 
+// Which of a thread's scores in a row are visible, as bits: its k-th score (k = 2 i + e) is
+// column 8 i + e past the thread's first, visible iff 8 i + e < `room` (the row's limit less that
+// first column). Those k are a prefix, of length 2 floor(room / 8) + min(room mod 8, 2), so the
+// row's mask is one shift, and each score's test a bit of it, which ptxas reads seven at a time
+// into predicates (R2P) where a compare per score (ISETP, and an add for its column) stood.
+__device__ __forceinline__ uint32_t visible_score_bits(int room) {
+  const int r = max(room, 0);
+  const int visible = (r >> 3) * 2 + min(r & 7, 2);
+  return __funnelshift_lc(0xffffffffu, 0u, visible);  // the low `visible` bits; 32 from 32 on
+}
+
 // Line 10's max of half hf of a thread's rows (rows r and r + 8) over a 64 x kBlockN score tile,
 // the scores first taken to the log2 domain (unfolded) and masked (-inf past S_k and above the
 // diagonal, kMasked): the new running max from m_old, over the quad's four threads. With kFold
@@ -294,15 +305,18 @@ __device__ __forceinline__ float exp2_fma(float x) {
 template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax>
 __device__ __forceinline__ float half_row_max(float (&acc_s)[kBlockN / 2], int hf, float m_old,
                                               int limit, int n0, int t, float scale_log2) {
+  static_assert(kBlockN / 4 <= 32, "a row half's scores fit one word of visible_score_bits");
   float m = kFold ? -INFINITY : m_old;
   [[maybe_unused]] float pair_max[kBlockN / 8];  // kTreeMax: each pair's max, then the tree's
+  [[maybe_unused]] uint32_t visible = 0;
+  if constexpr (kMasked) visible = visible_score_bits(limit - n0 - 2 * t);
 #pragma unroll
   for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       float& s = acc_s[4 * i + 2 * hf + e];
       if constexpr (!kFold) s *= scale_log2;
-      if (kMasked && n0 + 8 * i + 2 * t + e >= limit) s = -INFINITY;
+      if (kMasked && (visible & (1u << (2 * i + e))) == 0) s = -INFINITY;
       if constexpr (kTreeMax)
         pair_max[i] = e == 0 ? s : fmaxf(pair_max[i], s);
       else
