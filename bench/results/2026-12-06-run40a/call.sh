@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Run 40a (written 2026-12-06 for the next session's first call; the session's device time ran
+# out): where cuDNN's d = 64 forward at S = 1k gains its 9% (run 39c, H100: 363k cycles against
+# our 397k, the same tiles, grid and registers, more instructions issued but 4.65 cycles a warp
+# instruction against our 5.31; our consumers' longest wait the K tile's mbarrier, 9% of their
+# main loop's samples; our DRAM traffic 342 MB against cuDNN's 263, the least possible being 270).
+#   1. cuDNN's kernel under Nsight Compute's source counters (bench/peer_kernels.py): its SASS,
+#      with stall samples per instruction, beside ours (run 39c's source-1.csv.xz).
+#   2. DRAM read and write bytes of our forward, the default order and sections of half the
+#      budget (FLASHREF_CUDA_TUNE order90=3: K and V read again, evicted by the Q and O streaming
+#      through L2? or O's half-sector stores?), and of cuDNN's.
+#   3. The two orders timed, alternately, two rounds (d = 64 S = 1k, 2k; d = 128 S = 1k).
+#   4. On an H200, the goal's table beside the peers.
+# Here: scripts/device-build; there: bash bench/results/2026-12-06-run40a/call.sh, carrying
+# .device (timeout_s 600).
+set -u
+cd "$(dirname "$0")/../../.."
+source scripts/device-call-lib.sh
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+metrics=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum
+# 1. cuDNN's forward kernel, instruction by instruction (the backward's too: the kernels of one
+# forward and backward after warm-up; the forward is the first).
+timeout 120 ncu --clock-control none --profile-from-start off --kernel-name regex:fprop --launch-count 1 \
+  --section SourceCounters --section WarpStateStats --section SpeedOfLight --import-source no \
+  -o $OUT/cudnn-fwd -f python3 bench/peer_kernels.py --peer cudnn --shape 32,16,1024,64 \
+  >$OUT/ncu-cudnn-source.log 2>&1
+echo "ncu cudnn source rc=$? ${SECONDS}s"
+ncu --import $OUT/cudnn-fwd.ncu-rep --page source --csv --print-source sass >$OUT/cudnn-source.csv 2>&1 &&
+  xz -9f $OUT/cudnn-source.csv
+ncu --import $OUT/cudnn-fwd.ncu-rep --page details >$OUT/cudnn-details.txt 2>&1
+rm -f $OUT/cudnn-fwd.ncu-rep
+# 2. DRAM bytes.
+for o in 0 3; do
+  FLASHREF_CUDA_TUNE=order90=$o timeout 40 ncu --clock-control none --kernel-name regex:fwd_wgmma \
+    --launch-skip 1 --launch-count 1 --metrics $metrics \
+    $fr bench --backends cuda --shape 32,16,1024,1024,64 --dtype bf16 --mask causal --reps 1 --warmup 1 \
+    >$OUT/ncu-order$o.txt 2>&1
+  echo "order90=$o"; grep -E "dram__|lts__|gpu__time" $OUT/ncu-order$o.txt
+done
+timeout 60 ncu --clock-control none --profile-from-start off --kernel-name regex:fprop --launch-count 1 \
+  --metrics $metrics python3 bench/peer_kernels.py --peer cudnn --shape 32,16,1024,64 >$OUT/ncu-cudnn.txt 2>&1
+echo "cudnn"; grep -E "dram__|lts__|gpu__time" $OUT/ncu-cudnn.txt
+# 3. The sections' budget.
+fwdo() {  # SHAPE ORDER
+  echo "bench fwd order90=$2 $1 $(FLASHREF_CUDA_TUNE=order90=$2 timeout 30 "$fr" bench --backends cuda --dtype bf16 \
+    --reps 30 --warmup 5 --json --shape "$1" --mask causal 2>&1 | tr -d '\n' | python3 -c \
+    "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4), round(x.get('min_ms',0),4)) for x in r])")"
+}
+for round in 0 1; do
+  for shape in 32,16,1024,1024,64 32,16,1024,1024,128 16,16,2048,2048,64; do
+    if ((round)); then fwdo $shape 3; fwdo $shape 0; else fwdo $shape 0; fwdo $shape 3; fi
+  done
+done | tee $OUT/times.txt
+echo "timing done ${SECONDS}s"
+# 4. The goal's table.
+[[ $gpu == *H200* ]] && goal_table $((SECONDS + 150))
+date -u
