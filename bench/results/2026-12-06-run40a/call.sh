@@ -9,8 +9,12 @@
 #   2. DRAM read and write bytes of our forward, the default order and sections of half the
 #      budget (FLASHREF_CUDA_TUNE order90=3: K and V read again, evicted by the Q and O streaming
 #      through L2? or O's half-sector stores?), and of cuDNN's.
-#   3. The two orders timed, alternately, two rounds (d = 64 S = 1k, 2k; d = 128 S = 1k).
-#   4. On an H200, the goal's table beside the peers.
+#   3. fwd90=30 (FwdTraitsL2Hints: K and V loaded evict_last, Q evict_first, O stored streaming):
+#      the awkward shapes, the same bits as the default (scripts/cuda-bits), and its DRAM bytes.
+#   4. The default, order90=3 and fwd90=30 timed, alternately, two rounds (d = 64 S = 1k, 2k;
+#      d = 128 S = 1k; the d = 64 leaderboard, default and 30); the backward at d = 128 S = 1k
+#      with the two budgets.
+#   5. On an H200, the goal's table beside the peers.
 # Here: scripts/device-build; there: bash bench/results/2026-12-06-run40a/call.sh, carrying
 # .device (timeout_s 600).
 set -u
@@ -29,29 +33,44 @@ ncu --import $OUT/cudnn-fwd.ncu-rep --page source --csv --print-source sass >$OU
   xz -9f $OUT/cudnn-source.csv
 ncu --import $OUT/cudnn-fwd.ncu-rep --page details >$OUT/cudnn-details.txt 2>&1
 rm -f $OUT/cudnn-fwd.ncu-rep
-# 2. DRAM bytes.
-for o in 0 3; do
-  FLASHREF_CUDA_TUNE=order90=$o timeout 40 ncu --clock-control none --kernel-name regex:fwd_wgmma \
+# 2, 3. DRAM bytes; fwd90=30 checked.
+step awkward-30 60 env FLASHREF_CUDA_TUNE=fwd90=30 $b/cuda_awkward_shapes_test --gtest_brief=1
+step bits-30 120 scripts/cuda-bits $fr "$(tuned fwd90=30 $fr)" /tmp/bits-work
+for o in order90=0 order90=3 fwd90=30; do
+  FLASHREF_CUDA_TUNE=$o timeout 40 ncu --clock-control none --kernel-name regex:fwd_wgmma \
     --launch-skip 1 --launch-count 1 --metrics $metrics \
     $fr bench --backends cuda --shape 32,16,1024,1024,64 --dtype bf16 --mask causal --reps 1 --warmup 1 \
-    >$OUT/ncu-order$o.txt 2>&1
-  echo "order90=$o"; grep -E "dram__|lts__|gpu__time" $OUT/ncu-order$o.txt
+    >$OUT/ncu-$o.txt 2>&1
+  echo "$o"; grep -E "dram__|lts__|gpu__time" $OUT/ncu-$o.txt
 done
 timeout 60 ncu --clock-control none --profile-from-start off --kernel-name regex:fprop --launch-count 1 \
   --metrics $metrics python3 bench/peer_kernels.py --peer cudnn --shape 32,16,1024,64 >$OUT/ncu-cudnn.txt 2>&1
 echo "cudnn"; grep -E "dram__|lts__|gpu__time" $OUT/ncu-cudnn.txt
-# 3. The sections' budget.
-fwdo() {  # SHAPE ORDER
-  echo "bench fwd order90=$2 $1 $(FLASHREF_CUDA_TUNE=order90=$2 timeout 30 "$fr" bench --backends cuda --dtype bf16 \
+# 4. The times.
+fwdt() {  # SHAPE TUNE
+  echo "bench fwd $2 $1 $(FLASHREF_CUDA_TUNE=$2 timeout 30 "$fr" bench --backends cuda --dtype bf16 \
     --reps 30 --warmup 5 --json --shape "$1" --mask causal 2>&1 | tr -d '\n' | python3 -c \
     "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4), round(x.get('min_ms',0),4)) for x in r])")"
 }
 for round in 0 1; do
+  tunes=(fwd90=0 order90=3 fwd90=30); ((round)) && tunes=(fwd90=30 order90=3 fwd90=0)
   for shape in 32,16,1024,1024,64 32,16,1024,1024,128 16,16,2048,2048,64; do
-    if ((round)); then fwdo $shape 3; fwdo $shape 0; else fwdo $shape 0; fwdo $shape 3; fi
+    for tu in "${tunes[@]}"; do fwdt $shape $tu; done
   done
+  if ((round)); then fwdt 1,16,16384,16384,64 fwd90=30; fwdt 1,16,16384,16384,64 fwd90=0
+  else fwdt 1,16,16384,16384,64 fwd90=0; fwdt 1,16,16384,16384,64 fwd90=30; fi
 done | tee $OUT/times.txt
+# The sections' budget in the backward too (d = 128, S = 1k: key_tile_bytes counts Q, dO and the
+# dQ accumulator rows against the same three quarters of L2).
+for round in 0 1; do
+  tunes=(order90=0 order90=3); ((round)) && tunes=(order90=3 order90=0)
+  for tu in "${tunes[@]}"; do
+    echo "bench bwd $tu 32,16,1024,1024,128 $(FLASHREF_CUDA_TUNE=$tu timeout 40 "$fr" bench --backends cuda \
+      --dtype bf16 --reps 20 --warmup 3 --json --shape 32,16,1024,1024,128 --mask causal --backward 2>&1 |
+      tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4)) for x in r])")"
+  done
+done | tee -a $OUT/times.txt
 echo "timing done ${SECONDS}s"
-# 4. The goal's table.
+# 5. The goal's table.
 [[ $gpu == *H200* ]] && goal_table $((SECONDS + 150))
 date -u

@@ -260,6 +260,13 @@ struct FwdStepVariant<Traits, 26> {
       std::conditional_t<Traits::kLazyRescale, Traits, FwdTraitsLazyRescaleOnePass<Traits>>,
       25>::type;
 };
+// 30: the configured kernels with L2's eviction priorities (FwdTraitsL2Hints: K and V by
+// evict_last, Q by evict_first, O stored streaming; the same bits). Written after run 39c, whose
+// d = 64 forward at S = 1k read 80 MB more from DRAM than cuDNN's; not yet timed.
+template <typename Traits>
+struct FwdStepVariant<Traits, 30> {
+  using type = FwdTraitsL2Hints<Traits>;
+};
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the

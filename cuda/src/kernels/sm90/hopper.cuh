@@ -142,6 +142,31 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map
       : "memory");
 }
 
+// L2 eviction priorities for the accesses that take a cache policy (createpolicy): a line loaded
+// or stored with evict_first goes before the others, one with evict_last after them.
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// tma_load_4d with an L2 cache policy (l2_policy_evict_first, l2_policy_evict_last).
+__device__ __forceinline__ void tma_load_4d_hinted(uint32_t dst, const void* tensor_map,
+                                                   uint32_t bar, int col, int row, int head,
+                                                   int batch, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(col), "r"(row), "r"(head), "r"(batch),
+      "r"(bar), "l"(policy)
+      : "memory");
+}
+
 // One box from shared memory into a 4-D tensor map, as one bulk group of this thread: the
 // other way of tma_load_4d. Rows past the tensor's S and columns past its d are not written.
 __device__ __forceinline__ void tma_store_4d(const void* tensor_map, uint32_t src, int col, int row,
@@ -150,6 +175,17 @@ __device__ __forceinline__ void tma_store_4d(const void* tensor_map, uint32_t sr
       "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n"
       "cp.async.bulk.commit_group;\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)),
       "r"(col), "r"(row), "r"(head), "r"(batch), "r"(src)
+      : "memory");
+}
+
+// tma_store_4d with an L2 cache policy.
+__device__ __forceinline__ void tma_store_4d_hinted(const void* tensor_map, uint32_t src, int col,
+                                                    int row, int head, int batch, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group.L2::cache_hint"
+      " [%0, {%1, %2, %3, %4}], [%5], %6;\n"
+      "cp.async.bulk.commit_group;\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)),
+      "r"(col), "r"(row), "r"(head), "r"(batch), "r"(src), "l"(policy)
       : "memory");
 }
 

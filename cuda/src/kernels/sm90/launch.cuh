@@ -276,8 +276,8 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
 // scale, unfolded otherwise; at d = 64 where FwdShortConfig takes them, folded, its tiles), or the
 // tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
 // scale; 12 at d = 128 and on d = 64's short tiles, for a positive scale; 15 on d = 64's short
-// tiles, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11 and
-// 23-26 the same in bf16; 27 and 29 at d = 128, 28 at d = 64 (configs.hpp, below); another
+// tiles, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11, 23-26 and 30
+// the same in bf16; 27 and 29 at d = 128, 28 at d = 64 (configs.hpp, below); another
 // value keeps the configuration of that head dim).
 // d = 64's short tiles (FwdShortConfig): their causal kernel, or the overlapping one without
 // the mask.
@@ -342,7 +342,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     // 8-11: bf16, causal, for a positive scale: the configured kernel with the softmax's tree
     // max, and from 9 on its exponentials in part on the FMA pipe (configs.hpp).
     if constexpr (kDtype == DType::bf16) {
-      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26)) && !unfolded && args.causal) {
+      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || v == 30) && !unfolded && args.causal) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
           using kernels::sm90::FwdStepVariant;
@@ -370,6 +370,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         if (v == 23) return run(std::integral_constant<int, 23>{});
         if (v == 24) return run(std::integral_constant<int, 24>{});
         if (v == 25) return run(std::integral_constant<int, 25>{});
+        if (v == 30) return run(std::integral_constant<int, 30>{});
         return run(std::integral_constant<int, 26>{});
       }
     }
