@@ -106,8 +106,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // float32 kernels' at d = 128, fwd 1 and dkdv 1), those of the sm90 forward (fwd90 1-4, 6, 7,
 // 12, 15, kernels/sm90/configs.hpp; 13, 14 and 16-19, the 3xTF32 forward's halves; 20 d = 64's
 // marked rows in the kernel or after it, the place the default does not take; 21 the other
-// choice of narrow steps, sm90/fwd.cuh's FwdTraitsNarrowSteps, and 22 narrow steps on d = 64's
-// 192-row tiles at any S; 5 no ping-pong; 8 the softmax's tree max, 9 an eighth of its
+// choice of narrow steps, sm90/fwd_traits.cuh's FwdTraitsNarrowSteps, and 22 narrow steps on d =
+// 64's 192-row tiles at any S; 5 no ping-pong; 8 the softmax's tree max, 9 an eighth of its
 // exponentials on the FMA pipe, 10 the other choice of the deferred rescale, 11 the deferral
 // in one pass, 23 the wgmma descriptors advanced rather than built, 24 the consumer's index
 // provably warp-uniform, 25 both, 26 25 with the deferral in one pass, 27 d = 128's O stored

@@ -1,8 +1,8 @@
 // The sm90 16-bit forward's rows past its fold's range, computed again. With a positive scale
-// the forward folds the scale into the exponent (FwdTraitsFoldScale, fwd.cuh's online_softmax):
-// P~ = 2^(fma(s, c, -m')), c = scale log2(e), m' = fl(c max s). The row's largest score then
-// enters the exponent as c max s - m', m''s rounding error, up to half an ulp of m': a factor
-// common to the row's P~, which O's division cancels, while it stays inside float32's range.
+// the forward folds the scale into the exponent (FwdTraitsFoldScale, fwd_softmax.cuh's
+// online_softmax): P~ = 2^(fma(s, c, -m')), c = scale log2(e), m' = fl(c max s). The row's largest
+// score then enters the exponent as c max s - m', m''s rounding error, up to half an ulp of m': a
+// factor common to the row's P~, which O's division cancels, while it stays inside float32's range.
 // From |m'| = 2^31 on it need not (an ulp of 256): P~ underflows to zero or overflows, and the
 // row loses its keys (L = -inf and O = 0, docs/verification.md). No choice of m' avoids it: only
 // a second operation per score does, the unfolded s' = fl(c s), then s' - m'.
