@@ -21,18 +21,20 @@ set -u
 cd "$(dirname "$0")/../../.."
 source scripts/device-call-lib.sh
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+# A call brings back at most 8 files: Nsight Compute's go into one archive, $OUT/ncu.tgz.
+N=$(mktemp -d)
 metrics=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum
 # 1. cuDNN's forward kernel, instruction by instruction (the backward's too: the kernels of one
 # forward and backward after warm-up; the forward is the first).
 timeout 120 ncu --clock-control none --profile-from-start off --kernel-name regex:fprop --launch-count 1 \
   --section SourceCounters --section WarpStateStats --section SpeedOfLight --import-source no \
-  -o $OUT/cudnn-fwd -f python3 bench/peer_kernels.py --peer cudnn --shape 32,16,1024,64 \
-  >$OUT/ncu-cudnn-source.log 2>&1
+  -o $N/cudnn-fwd -f python3 bench/peer_kernels.py --peer cudnn --shape 32,16,1024,64 \
+  >$N/ncu-cudnn-source.log 2>&1
 echo "ncu cudnn source rc=$? ${SECONDS}s"
-ncu --import $OUT/cudnn-fwd.ncu-rep --page source --csv --print-source sass >$OUT/cudnn-source.csv 2>&1 &&
-  xz -9f $OUT/cudnn-source.csv
-ncu --import $OUT/cudnn-fwd.ncu-rep --page details >$OUT/cudnn-details.txt 2>&1
-rm -f $OUT/cudnn-fwd.ncu-rep
+ncu --import $N/cudnn-fwd.ncu-rep --page source --csv --print-source sass >$N/cudnn-source.csv 2>&1 &&
+  xz -9f $N/cudnn-source.csv
+ncu --import $N/cudnn-fwd.ncu-rep --page details >$N/cudnn-details.txt 2>&1
+rm -f $N/cudnn-fwd.ncu-rep
 # 2, 3. DRAM bytes; fwd90=30 checked.
 step awkward-30 60 env FLASHREF_CUDA_TUNE=fwd90=30 $b/cuda_awkward_shapes_test --gtest_brief=1
 step bits-30 120 scripts/cuda-bits $fr "$(tuned fwd90=30 $fr)" /tmp/bits-work
@@ -40,12 +42,13 @@ for o in order90=0 order90=3 fwd90=30; do
   FLASHREF_CUDA_TUNE=$o timeout 40 ncu --clock-control none --kernel-name regex:fwd_wgmma \
     --launch-skip 1 --launch-count 1 --metrics $metrics \
     $fr bench --backends cuda --shape 32,16,1024,1024,64 --dtype bf16 --mask causal --reps 1 --warmup 1 \
-    >$OUT/ncu-$o.txt 2>&1
-  echo "$o"; grep -E "dram__|lts__|gpu__time" $OUT/ncu-$o.txt
+    >$N/ncu-$o.txt 2>&1
+  echo "$o"; grep -E "dram__|lts__|gpu__time" $N/ncu-$o.txt
 done
 timeout 60 ncu --clock-control none --profile-from-start off --kernel-name regex:fprop --launch-count 1 \
-  --metrics $metrics python3 bench/peer_kernels.py --peer cudnn --shape 32,16,1024,64 >$OUT/ncu-cudnn.txt 2>&1
-echo "cudnn"; grep -E "dram__|lts__|gpu__time" $OUT/ncu-cudnn.txt
+  --metrics $metrics python3 bench/peer_kernels.py --peer cudnn --shape 32,16,1024,64 >$N/ncu-cudnn.txt 2>&1
+echo "cudnn"; grep -E "dram__|lts__|gpu__time" $N/ncu-cudnn.txt
+tar -C $N -czf $OUT/ncu.tgz .
 # 4. The times.
 fwdt() {  # SHAPE TUNE
   echo "bench fwd $2 $1 $(FLASHREF_CUDA_TUNE=$2 timeout 30 "$fr" bench --backends cuda --dtype bf16 \
@@ -72,5 +75,12 @@ for round in 0 1; do
 done | tee -a $OUT/times.txt
 echo "timing done ${SECONDS}s"
 # 5. The goal's table.
-[[ $gpu == *H200* ]] && goal_table $((SECONDS + 150))
+# (its files in a folder of their own, packed: a call brings back at most 8 files)
+if [[ $gpu == *H200* ]]; then
+  G=$(mktemp -d)
+  OUT=$G goal_table $((SECONDS + 150))
+  cp $G/interleaved.json $G/interleaved.log $OUT/ 2>/dev/null
+  tar -C $G -czf $OUT/goal-logs.tgz .
+fi
+ls $OUT
 date -u
