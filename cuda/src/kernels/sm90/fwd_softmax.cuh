@@ -6,6 +6,7 @@
 
 #include "kernels/common/ptx.cuh"
 #include "kernels/sm90/fwd_traits.cuh"
+#include "kernels/sm90/score_mask.hpp"
 
 namespace flashref::cuda::kernels::sm90 {
 
@@ -32,15 +33,12 @@ __device__ __forceinline__ float exp2_fma(float x) {
   return x < -125.5f ? 0.0f : y;
 }
 
-// Which of a thread's scores in a row are visible, as bits: its k-th score (k = 2 i + e) is
-// column 8 i + e past the thread's first, visible iff 8 i + e < `room` (the row's limit less that
-// first column). Those k are a prefix, of length 2 floor(room / 8) + min(room mod 8, 2), so the
-// row's mask is one shift, and each score's test a bit of it, which ptxas reads seven at a time
-// into predicates (R2P) where a compare per score (ISETP, and an add for its column) stood.
+// Which of a thread's scores in a row are visible, as bits: the low visible_score_count(room)
+// (score_mask.hpp: they are a prefix of the thread's scores in its order), so the row's mask is one
+// shift, and each score's test a bit of it, which ptxas reads seven at a time into predicates
+// (R2P) where a compare per score (ISETP, and an add for its column) stood.
 __device__ __forceinline__ uint32_t visible_score_bits(int room) {
-  const int r = max(room, 0);
-  const int visible = (r >> 3) * 2 + min(r & 7, 2);
-  return __funnelshift_lc(0xffffffffu, 0u, visible);  // the low `visible` bits; 32 from 32 on
+  return __funnelshift_lc(0xffffffffu, 0u, visible_score_count(room));  // 32 bits from 32 on
 }
 
 // Line 10's max of half hf of a thread's rows (rows r and r + 8) over a 64 x kBlockN score tile,
