@@ -272,13 +272,6 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   launch_fwd_3xtf32<Base>(args, stream);
 }
 
-// O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
-// scale, unfolded otherwise; at d = 64 where FwdShortConfig takes them, folded, its tiles), or the
-// tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
-// scale; 12 at d = 128 and on d = 64's short tiles, for a positive scale; 15 on d = 64's short
-// tiles, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11, 23-26 and 30
-// the same in bf16; 27 and 29 at d = 128, 28 at d = 64 (configs.hpp, below); another
-// value keeps the configuration of that head dim).
 // d = 64's short tiles (FwdShortConfig): their causal kernel, or the overlapping one without
 // the mask.
 template <DType kDtype, typename Element>
@@ -288,6 +281,13 @@ void launch_fwd_short(const kernels::AttnArgs& args, cudaStream_t stream) {
   launch_fwd<kDtype, typename Short::Traits>(args, stream);
 }
 
+// O and L (Alg. 1): the configured forward (its scale folded into the exponent for a positive
+// scale, unfolded otherwise; at d = 64 where FwdShortConfig takes them, folded, its tiles), or the
+// tuning variant asked for (fwd90=1..4 at d = 64; 2, 4 and 6 at d = 128, 6 for a positive
+// scale; 12 at d = 128 and on d = 64's short tiles, for a positive scale; 15 on d = 64's short
+// tiles, for a positive scale; 5, 21 and 22, causal, for a positive scale; 8-11, 23-26 and 30
+// the same in bf16; 27 and 29 at d = 128, 28 at d = 64 (configs.hpp, below); another
+// value keeps the configuration of that head dim).
 template <DType kDtype, int kD>
 void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Element = std::conditional_t<kDtype == DType::bf16, __nv_bfloat16, __half>;
@@ -339,8 +339,9 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 5>::Traits>(args, stream);
       }
     }
-    // 8-11: bf16, causal, for a positive scale: the configured kernel with the softmax's tree
-    // max, and from 9 on its exponentials in part on the FMA pipe (configs.hpp).
+    // 8-11, 23-26 and 30: bf16, causal, for a positive scale: the configured kernel with one of
+    // FwdStepVariant's options (configs.hpp: the softmax's tree max, exponentials on the FMA
+    // pipe, the deferral's two forms, the descriptors, the consumer's index, L2's priorities).
     if constexpr (kDtype == DType::bf16) {
       if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || v == 30) && !unfolded && args.causal) {
         auto run = [&](auto variant) {
