@@ -91,11 +91,18 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
 }
 
 // The L2 bytes a tile order's section may fill with the other side's tiles
-// (kernels/common/tile_order.hpp), for `sharing` kernels running at once: three quarters of L2
-// (the rest for the tiles read or written once), or FLASHREF_CUDA_TUNE's order90 (1: no limit,
-// one section; 2: twice; 3: half).
+// (kernels/common/tile_order.hpp), for `sharing` kernels running at once: three quarters of one
+// of L2's two partitions (the rest for the tiles read or written once). Hopper's L2 is two
+// partitions, each caching for the multiprocessors attached to it, and a section's keys and
+// values are read by blocks on both sides, so each partition holds its own copy and the
+// section sees half the cache. Run 40a (bench/results/2026-12-06-h100-run40a, H100, Nsight
+// Compute, d = 64, S = 1k, B 32, causal): with three quarters of the whole L2 the forward read
+// 282 MB from memory (the least is about 200, cuDNN's kernel 201) in 226 us; with this budget
+// 202 MB in 215 us, the forward 6-7% faster at S = 1k (both head dims) and the d = 128 backward
+// 4% (docs/perf-notes.md). FLASHREF_CUDA_TUNE's order90: 1 no limit (one section), 2 twice this
+// budget (the budget before run 40a: three quarters of the whole L2), 3 half.
 inline long long tile_order_budget(int sharing) {
-  const long long budget = l2_cache_bytes() * 3 / 4 / sharing;
+  const long long budget = l2_cache_bytes() / 2 * 3 / 4 / sharing;
   switch (tune().order90) {
     case 1:
       return std::numeric_limits<long long>::max() / 2;
