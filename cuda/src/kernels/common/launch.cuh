@@ -121,7 +121,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is not the default,
 // dispatch.cu's dq_strategy; both are always compiled), the sm90
 // tile order's L2 budget (order90: 1 none, which numbers all heads together as before sections;
-// 2 twice the default (the budget before run 40a), 3 half; 4 sections of three heads whatever
+// 2 the whole L2's for every kernel (the budget before run 40a), 3 half; 4 sections of three heads whatever
 // the sizes, for the tests; 5 and 6 the rule that keeps one section where a wave holds a few
 // tiles of each head or more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh),
 // the sm90 fused backward's kernels (fused90: 1 a grid of a block per key tile with dQ's product in
@@ -148,7 +148,7 @@ inline constexpr bool kTuningVariants = FLASHREF_CUDA_TUNING_VARIANTS != 0;
 struct Tune {
   int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
   int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
-  int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 x2 (before run 40a), 3 /2;
+  int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 before run 40a, 3 /2;
                     // 4 test; 5, 6 wave
   int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step,
                     // 3, 4 dK and dV stored by the TMA, staged, at every S

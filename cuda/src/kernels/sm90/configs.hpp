@@ -126,6 +126,21 @@ constexpr int fused_bwd_wave_tiles(int kD) {
   return kD == 64 ? 4 : 0;
 }
 
+// Whether the fused backward's sections take one L2 partition's budget, as the forward's do
+// (launch.cuh's tile_order_budget), rather than the whole L2's: up to S_q = 1024 at d = 64 and
+// 4096 at d = 128. Run 40b (bench/results/2026-12-06-h100-run40b, H100, medians of 20, the
+// whole L2's budget -> one partition's, ms): d = 64 S = 1k (B 32) 0.6335, 0.6342 -> 0.6166,
+// 0.6164 (-2.7%), but 2k (B 16) 0.912, 0.916 -> 1.022, 1.021 (+12%), 4k (B 8) 1.621 -> 1.819,
+// 8k (B 4) 2.969 -> 3.358; d = 128 S = 1k 1.085, 1.089 -> 1.038, 1.043 (-4.3%), 2k 1.621, 1.628
+// -> 1.595, 1.608 (-1.4%), 4k 2.826 -> 2.689 (-4.8%), but 8k 5.011 -> 5.212 (+4%), 16k (B 2)
+// 10.02 -> 10.20, the leaderboard 4.715 -> 5.018. Smaller sections read less from memory; they
+// also put more of a head's key tiles in each wave, where the ordered dQ has each wait for the
+// one before it to add its tile. Our reading, not measured: past these lengths the waits cost
+// more than the reads save.
+constexpr bool fused_bwd_one_partition(int kD, long long S_q) {
+  return S_q <= (kD == 64 ? 1024 : 4096);
+}
+
 // The alternatives FLASHREF_CUDA_TUNE fwd90=N picks (compiled with
 // FLASHREF_CUDA_TUNING_VARIANTS), for the run that compares them with the kept one:
 //   1: the kept d = 64 tiles on a grid of one block per tile;

@@ -91,23 +91,26 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
 }
 
 // The L2 bytes a tile order's section may fill with the other side's tiles
-// (kernels/common/tile_order.hpp), for `sharing` kernels running at once: three quarters of one
-// of L2's two partitions (the rest for the tiles read or written once). Hopper's L2 is two
-// partitions, each caching for the multiprocessors attached to it, and a section's keys and
-// values are read by blocks on both sides, so each partition holds its own copy and the
-// section sees half the cache. Run 40a (bench/results/2026-12-06-h100-run40a, H100, Nsight
-// Compute, d = 64, S = 1k, B 32, causal): with three quarters of the whole L2 the forward read
-// 282 MB from memory (the least is about 200, cuDNN's kernel 201) in 226 us; with this budget
-// 202 MB in 215 us, the forward 6-7% faster at S = 1k (both head dims) and the d = 128 backward
-// 4% (docs/perf-notes.md). FLASHREF_CUDA_TUNE's order90: 1 no limit (one section), 2 twice this
-// budget (the budget before run 40a: three quarters of the whole L2), 3 half.
-inline long long tile_order_budget(int sharing) {
-  const long long budget = l2_cache_bytes() / 2 * 3 / 4 / sharing;
+// (kernels/common/tile_order.hpp), for `sharing` kernels running at once: three quarters of L2
+// (the rest for the tiles read or written once), or with `one_partition` three quarters of one
+// of its two partitions. Hopper's L2 is two partitions, each caching for the multiprocessors
+// attached to it; a section's keys and values are read by blocks on both sides, so each
+// partition keeps its own copy and the section sees half the cache. Run 40a (bench/results/
+// 2026-12-06-h100-run40a, H100, Nsight Compute, d = 64, S = 1k, B 32, causal): on the whole L2's
+// budget the forward read 282 MB from memory (Q, K and V are 201 MB; cuDNN's kernel read 201) in
+// 226 us, on one partition's 202 MB in 215 us. The forward takes one partition's budget
+// everywhere, the fused backward where configs.hpp's fused_bwd_one_partition says (run 40b:
+// there smaller sections also bring more of a head's key tiles into each wave, to wait on one
+// another's dQ). FLASHREF_CUDA_TUNE's order90: 1 no limit (one section), 2 the whole L2's budget
+// for every kernel (the budget before run 40a), 3 half the kernel's budget.
+inline long long tile_order_budget(int sharing, bool one_partition) {
+  const long long whole = l2_cache_bytes() * 3 / 4 / sharing;
+  const long long budget = one_partition ? whole / 2 : whole;
   switch (tune().order90) {
     case 1:
       return std::numeric_limits<long long>::max() / 2;
     case 2:
-      return 2 * budget;
+      return whole;
     case 3:
       return budget / 2;
     default:
@@ -144,21 +147,22 @@ inline long long key_tile_bytes(const kernels::AttnArgs& args, int kD, bool fuse
   return static_cast<long long>(args.S_q) * kD * (2 * 2 + (fused_dq ? 4 : 0)) * args.group;
 }
 
-// The sections of a grid of one block per tile, for `sharing` kernels at once: over query
-// tiles (the forward's, the dQ pass's), with or without the wave rule, or over key tiles (the
-// dK/dV pass, fused_dq or not), with the wave rule at `wave_tiles` tiles of a head (0: none).
+// The sections of a grid of one block per tile, for `sharing` kernels at once, on one L2
+// partition's budget or the whole L2's: over query tiles (the forward's, the dQ pass's), with or
+// without the wave rule, or over key tiles (the dK/dV pass, fused_dq or not), with the wave rule
+// at `wave_tiles` tiles of a head (0: none).
 inline long long query_tile_section(const kernels::AttnArgs& args, int kD, int sharing,
-                                    bool wave_rule) {
+                                    bool one_partition, bool wave_rule) {
   return section_to_run(
       kernels::tile_section(static_cast<long long>(args.B) * args.H, query_tile_bytes(args, kD),
-                            tile_order_budget(sharing), tile_order_wave(wave_rule)));
+                            tile_order_budget(sharing, one_partition), tile_order_wave(wave_rule)));
 }
 inline long long key_tile_section(const kernels::AttnArgs& args, int kD, int sharing,
-                                  int wave_tiles, bool fused_dq) {
-  return section_to_run(
-      kernels::tile_section(static_cast<long long>(args.B) * args.H_kv,
-                            key_tile_bytes(args, kD, fused_dq), tile_order_budget(sharing),
-                            tile_order_wave(wave_tiles > 0), wave_tiles > 0 ? wave_tiles : 2));
+                                  bool one_partition, int wave_tiles, bool fused_dq) {
+  return section_to_run(kernels::tile_section(
+      static_cast<long long>(args.B) * args.H_kv, key_tile_bytes(args, kD, fused_dq),
+      tile_order_budget(sharing, one_partition), tile_order_wave(wave_tiles > 0),
+      wave_tiles > 0 ? wave_tiles : 2));
 }
 
 template <DType kDtype>
@@ -190,13 +194,13 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   unsigned grid = tiles;
   constexpr bool kWaveRule = kernels::sm90::fwd_one_section_per_wave(kD);
   if constexpr (T::kPersistent) {
-    const auto order = kernels::persistent_order(m_blocks, static_cast<long long>(args.B) * args.H,
-                                                 query_tile_bytes(args, kD), tile_order_budget(1),
-                                                 sm_count(), tile_order_wave(kWaveRule));
+    const auto order = kernels::persistent_order(
+        m_blocks, static_cast<long long>(args.B) * args.H, query_tile_bytes(args, kD),
+        tile_order_budget(1, true), sm_count(), tile_order_wave(kWaveRule));
     ordered.tile_section = static_cast<int>(section_to_run(order.section));
     grid = static_cast<unsigned>(order.grid);
   } else {
-    ordered.tile_section = static_cast<int>(query_tile_section(args, kD, 1, kWaveRule));
+    ordered.tile_section = static_cast<int>(query_tile_section(args, kD, 1, true, kWaveRule));
   }
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
   const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
@@ -526,7 +530,8 @@ template <DType kDtype, typename T>
 void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   const long long section =
-      key_tile_section(args, T::kD, 1, kernels::sm90::fused_bwd_wave_tiles(T::kD), true);
+      key_tile_section(args, T::kD, 1, kernels::sm90::fused_bwd_one_partition(T::kD, args.S_q),
+                       kernels::sm90::fused_bwd_wave_tiles(T::kD), true);
   const bool ordered = T::kDqMode == kernels::sm90::kDqOrdered;
   if (ordered && T::kDqFirstStore != dq_first_store())
     throw std::logic_error(
@@ -574,14 +579,14 @@ void backward_fused_as_asked(const kernels::AttnArgs& args, cudaStream_t stream)
 // The two passes: dQ's on `stream`, dK/dV's on `side`.
 template <DType kDtype, typename Dq, typename Dkv>
 void backward_two_passes(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t side) {
-  launch_bwd<kDtype, Dq>(kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args,
-                         kernels::ceil_div(args.S_q, Dq::kBlockM), args.H,
-                         query_tile_section(args, Dq::kD, 2, false), "bwd_dq_wgmma", stream, 0);
+  launch_bwd<kDtype, Dq>(
+      kernels::sm90::bwd_dq_wgmma_kernel<Dq>, args, kernels::ceil_div(args.S_q, Dq::kBlockM),
+      args.H, query_tile_section(args, Dq::kD, 2, false, false), "bwd_dq_wgmma", stream, 0);
   const DkdvMaps unused;  // the two passes' dK/dV kernel stages its epilogue
   launch_bwd<kDtype, Dkv>(kernels::sm90::bwd_dkdv_wgmma_kernel<Dkv>, args,
                           kernels::ceil_div(args.S_k, Dkv::kBlockN), args.H_kv,
-                          key_tile_section(args, Dkv::kD, 2, 0, false), "bwd_dkdv_wgmma", side, 0,
-                          unused.dk, unused.dv, CUtensorMap{});
+                          key_tile_section(args, Dkv::kD, 2, false, 0, false), "bwd_dkdv_wgmma",
+                          side, 0, unused.dk, unused.dv, CUtensorMap{});
 }
 
 // dQ, dK, dV (Alg. 2), after dispatch.cu's preprocess (L', D). Two passes: the dQ pass on
