@@ -121,16 +121,17 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is not the default,
 // dispatch.cu's dq_strategy; both are always compiled), the sm90
 // tile order's L2 budget (order90: 1 none, which numbers all heads together as before sections;
-// 2 the whole L2's for every kernel (the budget before run 40a), 3 half; 4 sections of three heads whatever
-// the sizes, for the tests; 5 and 6 the rule that keeps one section where a wave holds a few
-// tiles of each head or more, dropped (5) or kept (6) by every kernel; kernels/sm90/launch.cuh),
-// the sm90 fused backward's kernels (fused90: 1 a grid of a block per key tile with dQ's product in
-// step, 2 the persistent grid with dQ's product in step, instead of deferred a step, both adding
-// into a zeroed accumulator; 3 and 4 the deferred kernels with dK and dV stored by the TMA, or
-// staged, at every S; kernels/sm90/configs.hpp), the persistent backward's grid (grid90: at most N
-// blocks, so that the suites' small problems run many tiles a block), and a check, not a
-// variant (poison90: 1 fills the ordered fused backward's dQ accumulator with NaN before the
-// kernel that stores its first adds, dispatch.cu, so that a tile read unwritten reaches dQ).
+// 2 the whole L2's for every kernel, the budget before run 40a; 3 half; 4 sections of three
+// heads whatever the sizes, for the tests; 5 and 6 the rule that keeps one section where a wave
+// holds a few tiles of each head or more, dropped (5) or kept (6) by every kernel;
+// kernels/sm90/launch.cuh), the sm90 fused backward's kernels (fused90: 1 a grid of a block per
+// key tile with dQ's product in step, 2 the persistent grid with dQ's product in step, instead of
+// deferred a step, both adding into a zeroed accumulator; 3 and 4 the deferred kernels with dK
+// and dV stored by the TMA, or staged, at every S; kernels/sm90/configs.hpp), the persistent
+// backward's grid (grid90: at most N blocks, so that the suites' small problems run many tiles
+// a block), and a check, not a variant (poison90: 1 fills the ordered fused backward's dQ
+// accumulator with NaN before the kernel that stores its first adds, dispatch.cu, so that a tile
+// read unwritten reaches dQ).
 // Read once; unknown keys and values fall back to 0.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
