@@ -100,8 +100,9 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
 // budget the forward read 282 MB from memory (Q, K and V are 201 MB; cuDNN's kernel read 201) in
 // 226 us, on one partition's 202 MB in 215 us. The forward takes one partition's budget
 // everywhere, the fused backward where configs.hpp's fused_bwd_one_partition says (run 40b: past
-// those lengths the smaller sections made it slower). FLASHREF_CUDA_TUNE's order90: 1 no limit (one section), 2 the whole L2's budget
-// for every kernel (the budget before run 40a), 3 half the kernel's budget.
+// those lengths the smaller sections made it slower). FLASHREF_CUDA_TUNE's order90: 1 no limit
+// (one section), 2 the whole L2's budget for every kernel (the budget before run 40a), 3 half
+// the kernel's budget.
 inline long long tile_order_budget(int sharing, bool one_partition) {
   const long long whole = l2_cache_bytes() * 3 / 4 / sharing;
   const long long budget = one_partition ? whole / 2 : whole;
