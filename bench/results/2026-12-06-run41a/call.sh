@@ -10,7 +10,11 @@
 #      dQ's semaphore waits (our reading) and the memory reads are counted, not guessed.
 #   3. d = 64's forward at S = 4k (B 8), the two budgets (order90=2 the whole L2's), two rounds
 #      (run 40b's +1% was one pair).
-#   4. Every cuda suite and the sanitizers on this build for what is left of 590 s.
+#   4. fwd90=31 (FwdTraitsProducerSuspends: the producer's waits for a free stage suspend it up
+#      to 10 us a try, so that its retries, 6.3 M instructions at d = 64 S = 1k in run 39c's
+#      counters, leave its scheduler's issue slots to the consumers): the awkward shapes, then
+#      timed against the default, two rounds (d = 64 S = 1k and 2k, d = 128 S = 1k).
+#   5. Every cuda suite and the sanitizers on this build for what is left of 590 s.
 # Here: scripts/device-build, then `git rev-parse --short HEAD > .device/commit`; there: bash
 # bench/results/2026-12-06-run41a/call.sh, carrying .device (timeout_s 600).
 set -u
@@ -45,6 +49,14 @@ for round in 0 1; do
   for tu in "${tunes[@]}"; do fwd "$tu" 8,16,4096,4096,64 "$tu"; done
 done | tee $OUT/times.txt
 # 4.
+step awkward-31 60 env FLASHREF_CUDA_TUNE=fwd90=31 $b/cuda_awkward_shapes_test --gtest_brief=1
+for round in 0 1; do
+  tunes=(fwd90=0 fwd90=31); ((round)) && tunes=(fwd90=31 fwd90=0)
+  for shape in 32,16,1024,1024,64 16,16,2048,2048,64 32,16,1024,1024,128; do
+    for tu in "${tunes[@]}"; do fwd "$tu" $shape "$tu"; done
+  done
+done | tee -a $OUT/times.txt
+# 5.
 # (its console into tests.log, its folder packed: at most 8 files come back)
 OUT=$OUT/run timeout $((585 - SECONDS)) bash scripts/device-run tests sanitize >>$T 2>&1
 echo "device-run rc=$? ${SECONDS}s"

@@ -282,6 +282,12 @@ template <typename Traits>
 struct FwdStepVariant<Traits, 30> {
   using type = FwdTraitsL2Hints<Traits>;
 };
+// 31: the configured kernels with the producer suspending between its tries for a free stage
+// (FwdTraitsProducerSuspends; the same bits). Written after run 40a, not yet timed.
+template <typename Traits>
+struct FwdStepVariant<Traits, 31> {
+  using type = FwdTraitsProducerSuspends<Traits>;
+};
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the

@@ -115,6 +115,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (wg == 0) {  // the producer
     setmaxnreg_dec<T::kProducerRegs>();
     if (tid == 0) {
+      auto producer_wait = [](uint32_t bar, uint32_t parity) {
+        if constexpr (T::kProducerSuspends)
+          mbar_wait_suspending<10000>(bar, parity);
+        else
+          mbar_wait(bar, parity);
+      };
       int it = 0, q_loads = 0;  // K/V stage uses and Q loads, over the block's tiles
       for (int r = 0;; ++r) {
         const int index = tile_of_round(r);
@@ -125,7 +131,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if constexpr (T::kHandTile) {
           // The tile's coordinates, with Q (a tile no row of which sees a key: alone), once
           // the consumers are done with the buffer's last tile.
-          mbar_wait(bar_q_empty(qb), ((q_loads / T::kQBuffers) & 1) ^ 1);
+          producer_wait(bar_q_empty(qb), ((q_loads / T::kQBuffers) & 1) ^ 1);
           ++q_loads;
           st_shared_s32(tile_words(qb), tile.b);
           st_shared_s32(tile_words(qb) + 4, tile.h);
@@ -138,7 +144,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         } else {
           if (n_end == 0) continue;  // the consumers write it; nothing to load
           // Alg. 1 line 5: load Q_i, once the consumers are done with the previous tile's.
-          mbar_wait(bar_q_empty(qb), (q_loads & 1) ^ 1);
+          producer_wait(bar_q_empty(qb), (q_loads & 1) ^ 1);
           ++q_loads;
         }
         mbar_expect_tx(bar_q(qb), T::kQBytes);
@@ -154,7 +160,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // Line 8, for every key tile, into the next free stage.
         for (int n = n_end - 1; n >= 0; --n, ++it) {
           const int st = it % kStages;
-          mbar_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
+          producer_wait(bar_empty(st), ((it / kStages) & 1) ^ 1);
           auto load_kv = [&](uint32_t dst, const CUtensorMap* tmap, uint32_t bar) {
             mbar_expect_tx(bar, T::kKVBytes);
 #pragma unroll

@@ -354,7 +354,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     // FwdStepVariant's options (configs.hpp: the softmax's tree max, exponentials on the FMA
     // pipe, the deferral's two forms, the descriptors, the consumer's index, L2's priorities).
     if constexpr (kDtype == DType::bf16) {
-      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || v == 30) && !unfolded && args.causal) {
+      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || v == 30 || v == 31) && !unfolded &&
+          args.causal) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
           using kernels::sm90::FwdStepVariant;
@@ -383,6 +384,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         if (v == 24) return run(std::integral_constant<int, 24>{});
         if (v == 25) return run(std::integral_constant<int, 25>{});
         if (v == 30) return run(std::integral_constant<int, 30>{});
+        if (v == 31) return run(std::integral_constant<int, 31>{});
         return run(std::integral_constant<int, 26>{});
       }
     }
