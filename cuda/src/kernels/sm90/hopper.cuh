@@ -87,14 +87,16 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_count(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+// The PTX of a wait: try_wait on [%0] for parity %1 (and HINT, its further operands) until the
+// phase has completed.
+#define FLASHREF_MBAR_WAIT_LOOP(HINT)                         \
+  "{\n.reg .pred p;\n"                                        \
+  "WAIT_%=:\n"                                                \
+  "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1" HINT \
+  ";\n"                                                       \
+  "@!p bra WAIT_%=;\n}\n"
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
+  asm volatile(FLASHREF_MBAR_WAIT_LOOP("")::"r"(bar), "r"(parity) : "memory");
 }
 
 // One try of mbar_wait's: whether the phase of that parity has completed (the instruction may
@@ -117,13 +119,7 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 // at d = 64, S = 1k (six waits, the producer's among them), against cuDNN's 0.4 M.
 template <uint32_t kSuspendNs>
 __device__ __forceinline__ void mbar_wait_suspending(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n"
-      "@!p bra WAIT_%=;\n}\n" ::"r"(bar),
-      "r"(parity), "n"(kSuspendNs)
-      : "memory");
+  asm volatile(FLASHREF_MBAR_WAIT_LOOP(", %2")::"r"(bar), "r"(parity), "n"(kSuspendNs) : "memory");
 }
 
 // mbar_wait for a thread that waits long and whose spinning would take issue slots from the
