@@ -15,7 +15,7 @@ namespace flashref::cuda::kernels {
 namespace {
 
 constexpr long long kMiB = 1LL << 20;
-// The launchers' budget: three quarters of one of L2's two partitions (sm90/launch.cuh).
+// The forward's budget: three quarters of one of L2's two partitions (sm90/launch.cuh).
 constexpr long long kH200Sms = 132, kBudget = 50 * kMiB / 2 * 3 / 4;
 
 // (row counted from the end as the query schedule does, pair) of every tile, in order.

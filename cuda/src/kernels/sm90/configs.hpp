@@ -277,7 +277,12 @@ struct FwdStepVariant<Traits, 26> {
 };
 // 30: the configured kernels with L2's eviction priorities (FwdTraitsL2Hints: K and V by
 // evict_last, Q by evict_first, O stored streaming; the same bits). Written after run 39c, whose
-// d = 64 forward at S = 1k read 80 MB more from DRAM than cuDNN's; not yet timed.
+// d = 64 forward at S = 1k read 80 MB more from DRAM than cuDNN's. Not taken: run 40a
+// (bench/results/2026-12-06-h100-run40a, H100, medians of 30, two rounds, ms, default -> 30)
+// measured d = 64 S = 1k (B 32) 0.2260, 0.2247 -> 0.2309, 0.2316; d = 128 S = 1k 0.3132, 0.3108
+// -> 0.3068, 0.3083; d = 64 S = 2k (B 16) 0.3507, 0.3532 -> 0.3618, 0.3606; the leaderboard
+// 1.0100, 1.0134 -> 1.0168, 1.0155; DRAM reads at d = 64 S = 1k 282 -> 255 MB, where one L2
+// partition's section budget (the default since) took them to 202.
 template <typename Traits>
 struct FwdStepVariant<Traits, 30> {
   using type = FwdTraitsL2Hints<Traits>;

@@ -154,9 +154,10 @@ struct FwdTraitsTreeMax : Base {
 // The loads and stores tell L2 what to keep: K and V by evict_last (every query tile of the head
 // that sees a key tile reads it, spread over the section's rounds), Q by evict_first (one tile
 // reads it once) and O stored by st.global.cs (streamed: evict-first). The sections of the tile
-// order count only K and V against three quarters of L2 (launch.cuh, query_tile_bytes), while Q
-// and O stream through the same L2 as much again; run 39c read 80 MB more from DRAM than cuDNN's
-// forward at S = 1k, d = 64 (the least possible being 270). The same bits.
+// order counted only K and V against three quarters of the whole L2 then (launch.cuh,
+// query_tile_bytes), while Q and O stream through the same L2 as much again; run 39c read 80 MB
+// more from DRAM than cuDNN's forward at S = 1k, d = 64 (the least possible being 270). The same
+// bits. Run 40a: 2-3% slower; the excess was the budget (one L2 partition's since).
 template <typename Base>
 struct FwdTraitsL2Hints : Base {
   static constexpr bool kL2Hints = true;
