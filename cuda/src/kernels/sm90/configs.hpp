@@ -112,6 +112,18 @@ constexpr bool fwd_one_section_per_wave(int kD) {
   return kD == 64;
 }
 
+// Whether the forward's sections take one L2 partition's budget (launch.cuh's
+// tile_order_budget) rather than the whole L2's: everywhere but d = 64 past S_k = 2048, where the
+// whole L2's was faster in every pair timed. Run 41a (bench/results/2026-12-06-h100-run41a,
+// H100, medians of 30, two rounds in turn, ms, one partition's -> the whole L2's, order90=2):
+// d = 64 S = 4k (B 8) 0.6172, 0.6216 -> 0.6164, 0.6137 (-0.7%); run 40b +1.0% for one
+// partition's in one pair. From 8k at d = 64 the wave rule keeps one section whatever the
+// budget; at S = 1k and 2k one partition's was faster (run 40b: -6.5% and -0.8%), at d = 128
+// everywhere but 8k (level): -6.2% at 1k, -5.4% at 16k.
+constexpr bool fwd_one_partition(int kD, long long S_k) {
+  return kD != 64 || S_k <= 2048;
+}
+
 // The tiles of a head that each wave must hold for the fused backward to keep one section
 // (tile_order.hpp's wave rule; 0: no rule, sections by the L2 budget alone). At d = 64, four:
 // run 18a (bench/results/2026-12-02-h200-run18a, medians of 20, two rounds), the leaderboard's
@@ -126,7 +138,7 @@ constexpr int fused_bwd_wave_tiles(int kD) {
   return kD == 64 ? 4 : 0;
 }
 
-// Whether the fused backward's sections take one L2 partition's budget, as the forward's do
+// Whether the fused backward's sections take one L2 partition's budget, as the forward's mostly do
 // (launch.cuh's tile_order_budget), rather than the whole L2's: up to S_q = 1024 at d = 64 and
 // 4096 at d = 128. Run 40b (bench/results/2026-12-06-h100-run40b, H100, medians of 20, the
 // whole L2's budget -> one partition's, ms): d = 64 S = 1k (B 32) 0.6335, 0.6342 -> 0.6166,
@@ -135,8 +147,11 @@ constexpr int fused_bwd_wave_tiles(int kD) {
 // -> 1.595, 1.608 (-1.4%), 4k 2.826 -> 2.689 (-4.8%), but 8k 5.011 -> 5.212 (+4%), 16k (B 2)
 // 10.02 -> 10.20, the leaderboard 4.715 -> 5.018. Smaller sections read less from memory; they
 // also put more of a head's key tiles in each wave, where the ordered dQ has each wait for the
-// one before it to add its tile. Our reading, not measured: past these lengths the waits cost
-// more than the reads save.
+// one before it to add its tile. Run 41a measured that at d = 64, S = 2k (Nsight Compute's
+// warp samples, the dK/dV kernel on one partition's budget against the whole L2's: 890 against
+// 786 us, DRAM 18% of its peak against 35%): all of the 12% more samples were the writers'
+// polls of the counter (+64%, 1.50 M tries against 1.03 M) and the consumers waiting for a free
+// dQ buffer (+113%).
 constexpr bool fused_bwd_one_partition(int kD, long long S_q) {
   return S_q <= (kD == 64 ? 1024 : 4096);
 }
@@ -288,7 +303,10 @@ struct FwdStepVariant<Traits, 30> {
   using type = FwdTraitsL2Hints<Traits>;
 };
 // 31: the configured kernels with the producer suspending between its tries for a free stage
-// (FwdTraitsProducerSuspends; the same bits). Written after run 40a, not yet timed.
+// (FwdTraitsProducerSuspends; the same bits). Not taken: run 41a (bench/results/2026-12-06-h100-
+// run41a, H100, medians of 30, two rounds, ms, default -> 31) measured d = 64 S = 1k (B 32)
+// 0.2119, 0.2104 -> 0.2113, 0.2108; 2k (B 16) 0.3473, 0.3487 -> 0.3476, 0.3491; d = 128 S = 1k
+// 0.2928, 0.2927 -> 0.2928, 0.2925.
 template <typename Traits>
 struct FwdStepVariant<Traits, 31> {
   using type = FwdTraitsProducerSuspends<Traits>;

@@ -167,7 +167,7 @@ struct FwdTraitsL2Hints : Base {
 // (hopper.cuh's mbar_wait_suspending, 10 us), so that its retries leave the issue slots of its
 // scheduler to the two consumer warps that share it. Run 40a's source counters put 6.3 M of the
 // d = 64 forward's 93.9 M warp instructions at S = 1k in mbarrier retry loops (cuDNN's 0.4 M of
-// 88.6 M). The same bits.
+// 88.6 M). The same bits. Run 41a: level at d = 64 S = 1k and 2k and d = 128 S = 1k, not taken.
 template <typename Base>
 struct FwdTraitsProducerSuspends : Base {
   static constexpr bool kProducerSuspends = true;

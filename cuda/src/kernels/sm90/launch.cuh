@@ -98,11 +98,11 @@ inline CUtensorMap tensor_map(const kernels::TensorArg& t, CUtensorMapDataType t
 // partition keeps its own copy and the section sees half the cache. Run 40a (bench/results/
 // 2026-12-06-h100-run40a, H100, Nsight Compute, d = 64, S = 1k, B 32, causal): on the whole L2's
 // budget the forward read 282 MB from memory (Q, K and V are 201 MB; cuDNN's kernel read 201) in
-// 226 us, on one partition's 202 MB in 215 us. The forward takes one partition's budget
-// everywhere, the fused backward where configs.hpp's fused_bwd_one_partition says (run 40b: past
-// those lengths the smaller sections made it slower). FLASHREF_CUDA_TUNE's order90: 1 no limit
-// (one section), 2 the whole L2's budget for every kernel (the budget before run 40a), 3 half
-// the kernel's budget.
+// 226 us, on one partition's 202 MB in 215 us. The forward and the fused backward take one
+// partition's budget where configs.hpp's fwd_one_partition and fused_bwd_one_partition say
+// (runs 40b and 41a: past those lengths the smaller sections were slower). FLASHREF_CUDA_TUNE's
+// order90: 1 no limit (one section), 2 the whole L2's budget for every kernel (the budget before
+// run 40a), 3 half the kernel's budget.
 inline long long tile_order_budget(int sharing, bool one_partition) {
   const long long whole = l2_cache_bytes() * 3 / 4 / sharing;
   const long long budget = one_partition ? whole / 2 : whole;
@@ -193,14 +193,16 @@ void launch_fwd(const kernels::AttnArgs& args, cudaStream_t stream) {
   kernels::AttnArgs ordered = args;
   unsigned grid = tiles;
   constexpr bool kWaveRule = kernels::sm90::fwd_one_section_per_wave(kD);
+  const bool one_partition = kernels::sm90::fwd_one_partition(kD, args.S_k);
   if constexpr (T::kPersistent) {
     const auto order = kernels::persistent_order(
         m_blocks, static_cast<long long>(args.B) * args.H, query_tile_bytes(args, kD),
-        tile_order_budget(1, true), sm_count(), tile_order_wave(kWaveRule));
+        tile_order_budget(1, one_partition), sm_count(), tile_order_wave(kWaveRule));
     ordered.tile_section = static_cast<int>(section_to_run(order.section));
     grid = static_cast<unsigned>(order.grid);
   } else {
-    ordered.tile_section = static_cast<int>(query_tile_section(args, kD, 1, true, kWaveRule));
+    ordered.tile_section =
+        static_cast<int>(query_tile_section(args, kD, 1, one_partition, kWaveRule));
   }
   const char* name = T::kPersistent ? "fwd_wgmma_persistent" : "fwd_wgmma";
   const std::string label = kernel_label(name, element_name<Element>(), kD, T::kBlockM, T::kBlockN,
