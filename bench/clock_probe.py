@@ -7,9 +7,11 @@ card boosts to, and there our d = 128 backward at S = 8k took 0.955x cuDNN's ker
 more power for the same work, the cap lowers its clock more, and that shows here.
 
   PYTHONPATH=<flashref's package> python3 bench/clock_probe.py [--shape 4,16,8192,128]
-      [--impls flashref,cudnn] [--pass bwd] [--seconds 2] [--rounds 3]
-Prints one line per turn: ms a call, the median SM clock (MHz) and power (W) of the samples
-taken after its first half second; then each implementation's medians over its turns.
+      [--impls flashref,cudnn] [--pass bwd] [--seconds 2] [--rounds 3] [--flush] [--idle-ms 0]
+Prints one line per turn: the median of its calls' times (CUDA events around each call), the
+median SM clock (MHz) and power (W) of the samples taken after its first half second; then each
+implementation's medians over its turns. --flush and --idle-ms bring it nearer
+bench/interleaved.py's conditions, one at a time.
 """
 import argparse
 import datetime
@@ -44,7 +46,12 @@ def main():
     ap.add_argument("--pass", dest="which", default="bwd", choices=("fwd", "bwd"))
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--flush", action="store_true",
+                    help="zero a 256 MB buffer before each call, as bench/interleaved.py does")
+    ap.add_argument("--idle-ms", type=float, default=0.0,
+                    help="the card left idle this long after every 5 calls (a lower duty cycle)")
     args = ap.parse_args()
+    flush = torch.empty(64 * 1024 * 1024, dtype=torch.float32, device="cuda")
     PEERS["flashref"] = flashref_attention()
     impls = args.impls.split(",")
     b, h, s, d = (int(x) for x in args.shape.split(","))
@@ -70,14 +77,24 @@ def main():
     for r in range(args.rounds):
         order = impls[r % len(impls):] + impls[:r % len(impls)]
         for impl in order:
-            t0, n = time.time(), 0
+            t0, times = time.time(), []
             while time.time() - t0 < args.seconds:
+                events = []
                 for _ in range(5):
+                    if args.flush:
+                        flush.zero_()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                        enable_timing=True)
+                    start.record()
                     call(impl)
+                    end.record()
+                    events.append((start, end))
                 torch.cuda.synchronize()
-                n += 5
+                times += [start.elapsed_time(end) for start, end in events]
+                if args.idle_ms > 0:
+                    time.sleep(args.idle_ms / 1e3)
             t1 = time.time()
-            turns.append((impl, t0, t1, 1e3 * (t1 - t0) / n))
+            turns.append((impl, t0, t1, statistics.median(times)))
             time.sleep(0.2)
     smi.terminate()
     got = samples(smi.communicate()[0].splitlines())
