@@ -311,6 +311,13 @@ template <typename Traits>
 struct FwdStepVariant<Traits, 31> {
   using type = FwdTraitsProducerSuspends<Traits>;
 };
+// 32: the configured kernels with the consumers' ping-pong turns taken around the softmax's
+// exponentials rather than the products' issue (FwdTraitsExpTurns; the same bits), as cuDNN's d
+// = 64 forward takes them (run 41c). Written after run 41e, not yet run on a GPU.
+template <typename Traits>
+struct FwdStepVariant<Traits, 32> {
+  using type = FwdTraitsExpTurns<Traits>;
+};
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the

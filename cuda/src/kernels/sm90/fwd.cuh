@@ -23,7 +23,8 @@
 // The key tiles that cross the diagonal or the end of the keys (the first ones walked) run in a
 // loop of their own; the full tiles' loop has no index compares.
 // With kPingPong the consumers take turns issuing their pair of products (named barriers), so
-// one warpgroup's softmax runs while another's products do. With kNarrowSteps a consumer whose
+// one warpgroup's softmax runs while another's products do; with kExpTurns they take them around
+// the softmax's exponentials instead (FwdTraitsExpTurns). With kNarrowSteps a consumer whose
 // rows see at most 64 keys of a key tile takes a narrow step (FwdTraitsNarrowSteps).
 #pragma once
 
@@ -270,12 +271,18 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // Ping-pong: consumer c issues its products after barrier 1 + c, then lets the next go. The
   // chain runs on across the block's tiles (every consumer takes the same turns), and the
   // last consumer's final signal is taken by consumer 0 after its last tile.
+  // With kExpTurns the same turns are taken around the softmax's exponentials instead
+  // (fwd_softmax.cuh's take and give), and the products are issued without one.
   auto take_turn = [&]() {
-    if constexpr (T::kPingPong) named_bar_sync(1 + c, 256);
+    if constexpr (T::kPingPong && !T::kExpTurns) named_bar_sync(1 + c, 256);
   };
   auto pass_turn = [&]() {
-    if constexpr (T::kPingPong) named_bar_arrive(1 + (c + 1) % T::kConsumers, 256);
+    if constexpr (T::kPingPong && !T::kExpTurns) named_bar_arrive(1 + (c + 1) % T::kConsumers, 256);
   };
+  // (fwd_softmax.cuh's ExpTurn: the hand-over waits for the sums, and the exponentials for the
+  // turn's ticket, so that ptxas keeps them inside the turn.)
+  std::conditional_t<T::kExpTurns, ExpTurn, NoTurn> exp_turn{};
+  if constexpr (T::kExpTurns) exp_turn = ExpTurn{1 + c, 1 + (c + 1) % T::kConsumers};
   if constexpr (T::kPingPong) {
     if (c == T::kConsumers - 1) named_bar_arrive(1, 256);  // consumer 0 goes first
   }
@@ -336,17 +343,25 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto narrow_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2],
                             float(&alpha)[2], const int(&limit)[2], int n) {
     return step_softmax<T, kNarrowN, true>(*reinterpret_cast<float(*)[kNarrowN / 2]>(&acc_s), m, l,
-                                           alpha, limit, n * kBlockN, t, args.scale_log2);
+                                           alpha, limit, n * kBlockN, t, args.scale_log2, exp_turn);
   };
   // Lines 10-12 on a tile's first key tile n, from m = -inf and l = 0.
   auto first_softmax = [&](float(&acc_s)[kBlockN / 2], float(&m)[2], float(&l)[2], float(&alpha)[2],
                            const int(&limit)[2], int row0, int n) {
-    if (needs_mask_at(row0, n * kBlockN))
+    if constexpr (T::kExpTurns) {
+      if (needs_mask_at(row0, n * kBlockN))
+        online_softmax_turns<kBlockN, true, T::kTreeMax, T::kPolyExpEvery>(
+            acc_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2, exp_turn);
+      else
+        online_softmax_turns<kBlockN, false, T::kTreeMax, T::kPolyExpEvery>(
+            acc_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2, exp_turn);
+    } else if (needs_mask_at(row0, n * kBlockN)) {
       online_softmax<kBlockN, T::kFoldScale, true, T::kTreeMax, T::kPolyExpEvery>(
           acc_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2);
-    else
+    } else {
       online_softmax<kBlockN, T::kFoldScale, false, T::kTreeMax, T::kPolyExpEvery>(
           acc_s, m, l, alpha, limit, n * kBlockN, t, args.scale_log2);
+    }
   };
   // Whether this thread marked a row past the fold's range (fwd_rows_unfolded.cuh).
   [[maybe_unused]] bool refold = false;
@@ -476,7 +491,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         rescaled = narrow_softmax(acc_s, row_m, row_l, alpha, limit, n);
       else
         rescaled = step_softmax<T, kBlockN, decltype(masked)::value>(
-            acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2);
+            acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2, exp_turn);
       wgmma_wait<0>();
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_prev));

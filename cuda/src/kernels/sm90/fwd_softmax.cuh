@@ -6,6 +6,7 @@
 
 #include "kernels/common/ptx.cuh"
 #include "kernels/sm90/fwd_traits.cuh"
+#include "kernels/sm90/hopper.cuh"
 #include "kernels/sm90/score_mask.hpp"
 
 namespace flashref::cuda::kernels::sm90 {
@@ -144,13 +145,75 @@ __device__ __forceinline__ bool online_softmax(float (&acc_s)[kBlockN / 2], floa
   return !kLazyOnePass || rescaled;
 }
 
+// A softmax's turn around its exponentials when the consumers take none there (the default of
+// online_softmax_lazy's callers): taking it gives ticket 0, giving it does nothing.
+struct NoTurn {
+  __device__ __forceinline__ uint32_t take(uint32_t) const { return 0; }
+  __device__ __forceinline__ void give(uint32_t) const {}
+};
+// FwdTraitsExpTurns' turn: a consumer waits on named barrier `mine` and reads the turn's ticket,
+// then hands the turn on through barrier `next` once `made` (its sums) is computed. The ticket's
+// value does not matter (after_ticket). The wait does not wait for the max (`made` at take):
+// ptxas then placed it before the max, and with the max before it (named_bar_sync_after) it
+// serialized the short tiles' wgmma for want of registers (C7511).
+struct ExpTurn {
+  int mine, next;
+  __device__ __forceinline__ uint32_t take(uint32_t) const {
+    named_bar_sync(mine, 256);
+    return clock_ticket();
+  }
+  __device__ __forceinline__ void give(uint32_t made) const {
+    named_bar_arrive_after(next, 256, made);
+  }
+};
+
+// x, as a value that ptxas must compute after `ticket` (min(b, b + (ticket >> 31)) = b for
+// x's bits b below 2^32 - 1, which it cannot prove). FwdTraitsExpTurns: a turn is a named
+// barrier, and ptxas moves register-only work such as the exponentials across one; made from
+// the scale that ticket (read after the barrier) passes through, they wait for the turn.
+__device__ __forceinline__ float after_ticket(float x, uint32_t ticket) {
+  const uint32_t bits = __float_as_uint(x);
+  return __uint_as_float(min(bits, bits + (ticket >> 31)));
+}
+
+// online_softmax in two phases for FwdTraitsExpTurns (folded): both halves' max, then
+// turn.take(m's bits) (this consumer's turn, once the max is made; it returns the turn's
+// ticket), the exponentials and sums of both halves from the scale passed through the ticket,
+// then turn.give(l's bits) (the next consumer's turn, once the sums are made). The same
+// operations on the same values as online_softmax: the same bits.
+template <int kBlockN, bool kMasked, bool kTreeMax, int kPolyExpEvery, typename Turn>
+__device__ __forceinline__ bool online_softmax_turns(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
+                                                     float (&row_l)[2], float (&alpha)[2],
+                                                     const int (&limit)[2], int n0, int t,
+                                                     float scale_log2, const Turn& turn) {
+  float m[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+    m[hf] = half_row_max<kBlockN, true, kMasked, kTreeMax>(acc_s, hf, row_m[hf], limit[hf], n0, t,
+                                                           scale_log2);
+  const float scale_in_turn =
+      after_ticket(scale_log2, turn.take(__float_as_uint(m[0]) | __float_as_uint(m[1])));
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const float m_base = exp_base<true>(m[hf]);
+    alpha[hf] = fast_exp2(row_m[hf] - m_base);
+    row_m[hf] = m[hf];
+    const float sum =
+        half_row_exp_sum<kBlockN, true, kPolyExpEvery>(acc_s, hf, m_base, scale_in_turn);
+    row_l[hf] = alpha[hf] * row_l[hf] + sum;
+  }
+  turn.give(__float_as_uint(row_l[0]) | __float_as_uint(row_l[1]));
+  return true;
+}
+
 // online_softmax for FwdTraitsLazyRescale: both rows' new max first, then the warp's vote, then
-// P~ and l against the max kept (alpha = 1) or the new one. Returns whether the warp rescaled.
-template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax>
+// P~ and l against the max kept (alpha = 1) or the new one (with FwdTraitsExpTurns inside the
+// consumer's turn, as online_softmax_turns). Returns whether the warp rescaled.
+template <int kBlockN, bool kFold, bool kMasked, bool kTreeMax, typename Turn = NoTurn>
 __device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
                                                     float (&row_l)[2], float (&alpha)[2],
                                                     const int (&limit)[2], int n0, int t,
-                                                    float scale_log2) {
+                                                    float scale_log2, const Turn& turn = {}) {
   float m_new[2];
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf)
@@ -161,28 +224,36 @@ __device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2],
   const bool grows =
       m_new[0] > row_m[0] + kLazyRescaleLog2 || m_new[1] > row_m[1] + kLazyRescaleLog2;
   const bool rescale = __any_sync(0xffffffff, grows) != 0;
+  const float scale_in_turn =
+      after_ticket(scale_log2, turn.take(__float_as_uint(m_new[0]) | __float_as_uint(m_new[1])));
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const float m = rescale ? m_new[hf] : row_m[hf];
     const float m_base = exp_base<kFold>(m);
     alpha[hf] = rescale ? fast_exp2(row_m[hf] - m_base) : 1.0f;
     row_m[hf] = m;
-    const float sum = half_row_exp_sum<kBlockN, kFold, 0>(acc_s, hf, m_base, scale_log2);
+    const float sum = half_row_exp_sum<kBlockN, kFold, 0>(acc_s, hf, m_base, scale_in_turn);
     row_l[hf] = rescale ? alpha[hf] * row_l[hf] + sum : row_l[hf] + sum;
   }
+  turn.give(__float_as_uint(row_l[0]) | __float_as_uint(row_l[1]));
   return rescale;
 }
 
 // A step's lines 10-12 on kN columns as traits T ask: the deferred rescale's two phases
-// (FwdTraitsLazyRescale), or online_softmax with T's options. Returns whether the step rescaled.
-template <typename T, int kN, bool kMasked>
+// (FwdTraitsLazyRescale), online_softmax's two phases around the consumer's turn
+// (FwdTraitsExpTurns: `turn`), or online_softmax with T's options. Returns whether the step
+// rescaled.
+template <typename T, int kN, bool kMasked, typename Turn = NoTurn>
 __device__ __forceinline__ bool step_softmax(float (&acc_s)[kN / 2], float (&row_m)[2],
                                              float (&row_l)[2], float (&alpha)[2],
-                                             const int (&limit)[2], int n0, int t,
-                                             float scale_log2) {
+                                             const int (&limit)[2], int n0, int t, float scale_log2,
+                                             const Turn& turn = {}) {
   if constexpr (T::kLazyRescale && !T::kLazyOnePass)
-    return online_softmax_lazy<kN, T::kFoldScale, kMasked, T::kTreeMax>(acc_s, row_m, row_l, alpha,
-                                                                        limit, n0, t, scale_log2);
+    return online_softmax_lazy<kN, T::kFoldScale, kMasked, T::kTreeMax>(
+        acc_s, row_m, row_l, alpha, limit, n0, t, scale_log2, turn);
+  else if constexpr (T::kExpTurns)
+    return online_softmax_turns<kN, kMasked, T::kTreeMax, T::kPolyExpEvery>(
+        acc_s, row_m, row_l, alpha, limit, n0, t, scale_log2, turn);
   else
     return online_softmax<kN, T::kFoldScale, kMasked, T::kTreeMax, T::kPolyExpEvery,
                           T::kLazyOnePass>(acc_s, row_m, row_l, alpha, limit, n0, t, scale_log2);

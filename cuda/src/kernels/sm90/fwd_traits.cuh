@@ -68,6 +68,9 @@ struct FwdTraits {
   // The producer's waits for a free stage or Q buffer suspend it longer between tries
   // (FwdTraitsProducerSuspends).
   static constexpr bool kProducerSuspends = false;
+  // With kPingPong: whether the consumers take their turns around the softmax's exponentials
+  // rather than around the issue of their products (FwdTraitsExpTurns).
+  static constexpr bool kExpTurns = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -171,6 +174,19 @@ struct FwdTraitsL2Hints : Base {
 template <typename Base>
 struct FwdTraitsProducerSuspends : Base {
   static constexpr bool kProducerSuspends = true;
+};
+
+// The consumers take their ping-pong turns around a step's exponentials (both rows' max, the
+// turn, the exponentials and the sums, then the next consumer's turn; ptxas places the max
+// before the turn in the main loop, fwd_softmax.cuh's ExpTurn) and issue their products as soon
+// as they have them. cuDNN's d = 64 forward does this (run 41c's reading of its source
+// counters): its two consumers' bursts of 64 MUFU.EX2 never meet on a sub-partition's
+// special-function unit, where ours do (its MIO queue full for 1,375 warp samples at S = 1k,
+// cuDNN's 427). The same bits: the same operations on the same values.
+template <typename Base>
+struct FwdTraitsExpTurns : Base {
+  static_assert(Base::kPingPong && Base::kFoldScale && !Base::kLazyOnePass);
+  static constexpr bool kExpTurns = true;
 };
 
 // One in kEvery of each row's exponentials (every kEvery-th pair of columns, its first) computed

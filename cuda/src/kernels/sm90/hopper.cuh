@@ -231,6 +231,24 @@ __device__ __forceinline__ bool named_bar_sync_any(int id, int threads, bool pre
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// named_bar_arrive once `made` is computed: the barrier's id goes through min(id, id + (made >>
+// 31)), which is id but not to ptxas, so the work that made `made` stays before the arrive
+// (ptxas moves register-only work across a plain bar.arrive: FwdTraitsExpTurns).
+__device__ __forceinline__ void named_bar_arrive_after(int id, int threads, uint32_t made) {
+  asm volatile(
+      "{\n .reg .u32 t;\n shr.u32 t, %2, 31;\n add.u32 t, t, %0;\n min.u32 t, t, %0;\n"
+      " bar.arrive t, %1;\n}\n" ::"r"(id),
+      "r"(threads), "r"(made)
+      : "memory");
+}
+// The SM clock's low word, read where it stands among the barriers: a ticket whose value does
+// not matter, only that it is read after the barrier before it (fwd_softmax.cuh's
+// after_ticket).
+__device__ __forceinline__ uint32_t clock_ticket() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%clock;\n" : "=r"(t)::"memory");
+  return t;
+}
 
 // Orders this thread's generic-proxy writes to shared memory before later async-proxy reads
 // (wgmma operands, bulk copies out of shared memory); the readers still need a barrier.

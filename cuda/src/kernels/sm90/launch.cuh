@@ -352,11 +352,12 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 5>::Traits>(args, stream);
       }
     }
-    // 8-11, 23-26 and 30: bf16, causal, for a positive scale: the configured kernel with one of
-    // FwdStepVariant's options (configs.hpp: the softmax's tree max, exponentials on the FMA
-    // pipe, the deferral's two forms, the descriptors, the consumer's index, L2's priorities).
+    // 8-11, 23-26 and 30-32: bf16, causal, for a positive scale: the configured kernel with one
+    // of FwdStepVariant's options (configs.hpp: the softmax's tree max, exponentials on the FMA
+    // pipe, the deferral's two forms, the descriptors, the consumer's index, L2's priorities,
+    // the producer's suspended waits, the turns around the exponentials).
     if constexpr (kDtype == DType::bf16) {
-      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || v == 30 || v == 31) && !unfolded &&
+      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || (v >= 30 && v <= 32)) && !unfolded &&
           args.causal) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
@@ -387,6 +388,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         if (v == 25) return run(std::integral_constant<int, 25>{});
         if (v == 30) return run(std::integral_constant<int, 30>{});
         if (v == 31) return run(std::integral_constant<int, 31>{});
+        if (v == 32) return run(std::integral_constant<int, 32>{});
         return run(std::integral_constant<int, 26>{});
       }
     }
