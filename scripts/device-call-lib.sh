@@ -13,6 +13,9 @@
 #   goal_table END             builds the Python package there and runs the goal's table beside
 #                              the peers (bench/interleaved.py) until SECONDS = END:
 #                              $OUT/interleaved.{json,log}
+#   suites END                 `scripts/device-run tests sanitize` until SECONDS = END, its
+#                              console into $T, its folder packed into $OUT/run.tgz (a call
+#                              brings back at most 8 files) and its summary.txt beside it
 date -u; cat .device/commit; nvidia-smi --query-gpu=name --format=csv,noheader
 _call_work=$(mktemp -d)
 tar -C "$_call_work" -xJf .device/bin.tar.xz
@@ -68,4 +71,12 @@ goal_table() {
     --out $OUT/interleaved.json --configs $configs) >$OUT/interleaved.log 2>&1
   echo "interleaved rc=$? $((SECONDS - t0))s" | tee -a $OUT/steps.txt
   grep "^|" $OUT/interleaved.log | tail -22
+}
+suites() {
+  local t0=$SECONDS
+  OUT=$OUT/run timeout $(($1 - SECONDS)) bash scripts/device-run tests sanitize >>"$T" 2>&1
+  echo "device-run rc=$? $((SECONDS - t0))s"
+  cp "$OUT/run/summary.txt" "$OUT/summary.txt" 2>/dev/null
+  tar -C "$OUT" -czf "$OUT/run.tgz" run && rm -rf "$OUT/run"
+  tail -40 "$OUT/summary.txt" 2>/dev/null
 }

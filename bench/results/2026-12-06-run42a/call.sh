@@ -28,10 +28,5 @@ for round in 0 1; do
     for tu in "${tunes[@]}"; do fwd "$tu" $shape "$tu"; done
   done
 done | tee $OUT/times.txt
-# (its console into tests.log, its folder packed: at most 8 files come back)
-OUT=$OUT/run timeout $((585 - SECONDS)) bash scripts/device-run tests sanitize >>$T 2>&1
-echo "device-run rc=$? ${SECONDS}s"
-cp $OUT/run/summary.txt $OUT/summary.txt 2>/dev/null
-tar -C $OUT -czf $OUT/run.tgz run && rm -rf $OUT/run
-tail -40 $OUT/summary.txt 2>/dev/null
+suites 585
 date -u
