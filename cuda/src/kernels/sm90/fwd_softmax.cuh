@@ -148,17 +148,18 @@ __device__ __forceinline__ bool online_softmax(float (&acc_s)[kBlockN / 2], floa
 // A softmax's turn around its exponentials when the consumers take none there (the default of
 // online_softmax_lazy's callers): taking it gives ticket 0, giving it does nothing.
 struct NoTurn {
-  __device__ __forceinline__ uint32_t take(uint32_t) const { return 0; }
+  __device__ __forceinline__ uint32_t take() const { return 0; }
   __device__ __forceinline__ void give(uint32_t) const {}
 };
 // FwdTraitsExpTurns' turn: a consumer waits on named barrier `mine` and reads the turn's ticket,
 // then hands the turn on through barrier `next` once `made` (its sums) is computed. The ticket's
-// value does not matter (after_ticket). The wait does not wait for the max (`made` at take):
-// ptxas then placed it before the max, and with the max before it (named_bar_sync_after) it
-// serialized the short tiles' wgmma for want of registers (C7511).
+// value does not matter (after_ticket). The wait does not wait for the max: ptxas places it
+// before the max in a tile's first step and after it in the main loop; made to wait for the max
+// too (its bits in the barrier's id, as give does), the short tiles' wgmma were serialized for
+// want of registers (C7511).
 struct ExpTurn {
   int mine, next;
-  __device__ __forceinline__ uint32_t take(uint32_t) const {
+  __device__ __forceinline__ uint32_t take() const {
     named_bar_sync(mine, 256);
     return clock_ticket();
   }
@@ -177,10 +178,10 @@ __device__ __forceinline__ float after_ticket(float x, uint32_t ticket) {
 }
 
 // online_softmax in two phases for FwdTraitsExpTurns (folded): both halves' max, then
-// turn.take(m's bits) (this consumer's turn, once the max is made; it returns the turn's
-// ticket), the exponentials and sums of both halves from the scale passed through the ticket,
-// then turn.give(l's bits) (the next consumer's turn, once the sums are made). The same
-// operations on the same values as online_softmax: the same bits.
+// turn.take() (this consumer's turn; it returns the turn's ticket), the exponentials and sums of
+// both halves from the scale passed through the ticket, then turn.give(l's bits) (the next
+// consumer's turn, once the sums are made). The same operations on the same values as
+// online_softmax: the same bits.
 template <int kBlockN, bool kMasked, bool kTreeMax, int kPolyExpEvery, typename Turn>
 __device__ __forceinline__ bool online_softmax_turns(float (&acc_s)[kBlockN / 2], float (&row_m)[2],
                                                      float (&row_l)[2], float (&alpha)[2],
@@ -191,8 +192,7 @@ __device__ __forceinline__ bool online_softmax_turns(float (&acc_s)[kBlockN / 2]
   for (int hf = 0; hf < 2; ++hf)
     m[hf] = half_row_max<kBlockN, true, kMasked, kTreeMax>(acc_s, hf, row_m[hf], limit[hf], n0, t,
                                                            scale_log2);
-  const float scale_in_turn =
-      after_ticket(scale_log2, turn.take(__float_as_uint(m[0]) | __float_as_uint(m[1])));
+  const float scale_in_turn = after_ticket(scale_log2, turn.take());
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const float m_base = exp_base<true>(m[hf]);
@@ -224,8 +224,7 @@ __device__ __forceinline__ bool online_softmax_lazy(float (&acc_s)[kBlockN / 2],
   const bool grows =
       m_new[0] > row_m[0] + kLazyRescaleLog2 || m_new[1] > row_m[1] + kLazyRescaleLog2;
   const bool rescale = __any_sync(0xffffffff, grows) != 0;
-  const float scale_in_turn =
-      after_ticket(scale_log2, turn.take(__float_as_uint(m_new[0]) | __float_as_uint(m_new[1])));
+  const float scale_in_turn = after_ticket(scale_log2, turn.take());
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const float m = rescale ? m_new[hf] : row_m[hf];
