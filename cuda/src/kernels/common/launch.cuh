@@ -113,8 +113,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // provably warp-uniform, 25 both, 26 25 with the deferral in one pass, 27 d = 128's O stored
 // by a warp of the producer's, 29 that with narrow steps, 28 d = 64's short tiles up to
 // S_q = 4096 (2048 without the mask), 30 L2's eviction priorities, 31 the producer suspending
-// between its tries for a free stage; configs.hpp), the float32
-// tiles (f32: 0 automatic, 1 large tiles, 2
+// between its tries for a free stage, 32 the consumers' turns around the exponentials;
+// configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2
 // small tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
 // (f32bwd: 0 paired lanes, 1 plain;
 // on the sm90_3xtf32 family 7 and 8 one pass on wgmma, 9 ffma's two passes, 2-5 other groups,
@@ -171,7 +171,7 @@ inline const Tune& tune() {
       out = v >= 0 && v <= max ? v : 0;
     };
     read("fwd", r.fwd, 3);
-    read("fwd90", r.fwd90, 31);
+    read("fwd90", r.fwd90, 32);
     read("dq", r.dq, 1);
     read("dkdv", r.dkdv, 2);
     read("f32", r.f32, 2);

@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // chain runs on across the block's tiles (every consumer takes the same turns), and the
   // last consumer's final signal is taken by consumer 0 after its last tile.
   // With kExpTurns the same turns are taken around the softmax's exponentials instead
-  // (fwd_softmax.cuh's take and give), and the products are issued without one.
+  // (exp_turn, below), and the products are issued without one.
   auto take_turn = [&]() {
     if constexpr (T::kPingPong && !T::kExpTurns) named_bar_sync(1 + c, 256);
   };
