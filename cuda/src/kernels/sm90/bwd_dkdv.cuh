@@ -39,6 +39,7 @@
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm90/bwd_common.cuh"
+#include "kernels/sm90/bwd_postprocess.cuh"
 #include "kernels/sm90/hopper.cuh"
 #include "kernels/sm90/stage_rows.cuh"
 #include "kernels/sm90/wgmma.cuh"
@@ -135,6 +136,9 @@ struct BwdDkvTraitsOf {
   static constexpr bool kStoreDkvByTma = false;
   // Whether the ordered adds' first is a store (BwdTraitsDqFirstStore below).
   static constexpr bool kDqFirstStore = false;
+  // Whether a finisher warp writes dQ for the tiles whose last add the block makes
+  // (BwdTraitsDqFinish below).
+  static constexpr bool kDqFinish = false;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
@@ -253,6 +257,25 @@ struct BwdTraitsDqFirstStore : Base {
   static_assert(Base::kDqMode == kDqOrdered, "the first add is known in the ordered kernels");
 };
 
+// The ordered kernel whose block makes the last add to a query tile also writes that tile's dQ:
+// with a causal mask the key tiles that see a query are a prefix of the key tiles, so the last
+// add to query tile i is the one of the last key tile whose walk has i (KeyTileSteps::
+// finish_end), a step near the end of that key tile's walk (its diagonal, kWalkDown). A
+// finisher warp (warp 3 of the producer warpgroup, idle before) follows the block's key tiles,
+// waits for each such tile's add to complete (the semaphore its writer releases) and writes dQ
+// from the accumulator as the postprocess would (dq_finish_tile_by_warp): the same bits, without
+// the postprocess reading the whole accumulator back from memory after the kernel (139 us of
+// 4.86 ms at d = 128, S = 8k, B 4: run 41c). The postprocess then writes the zeros of the tiles
+// no key tile saw (bwd_dq_postprocess_unfinished_kernel). Without the mask every query tile's
+// last add is the last key tile's, which would leave all of a head's dQ to one block: those
+// kernels keep the postprocess.
+template <typename Base>
+struct BwdTraitsDqFinish : Base {
+  static constexpr bool kDqFinish = true;
+  static_assert(Base::kDqFirstStore && Base::kPersistent,
+                "the finisher follows a persistent ordered kernel that stores its first add");
+};
+
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
 // ascending or (kWalkDown) descending.
@@ -277,6 +300,16 @@ struct KeyTileSteps {
   // The query tile of step k of a head's walk.
   __device__ __forceinline__ int query_tile(int k) const {
     return T::kWalkDown ? m_tiles - 1 - k : m_begin + k;
+  }
+  // With a causal mask: the query tiles [m_begin, finish_end) are those no later key tile sees
+  // (those before the next key tile's first, or all if it is the last), so this one adds to
+  // them last. Without the mask: none (BwdTraitsDqFinish).
+  __device__ __forceinline__ int finish_end(const AttnArgs& args) const {
+    if (!args.causal) return m_begin;
+    const int next_n0 = n0 + T::kBlockN;
+    if (next_n0 >= args.S_k) return m_tiles;
+    return KeyTileSchedule<T::kBlockM, T::kBlockN>::causal_query_tiles_begin_at(args, next_n0,
+                                                                                 m_tiles);
   }
 };
 
@@ -344,8 +377,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
     // With the TMA's epilogue, each consumer's storing thread arrives once more (below).
     if constexpr (T::kPersistent)
-      mbar_init(bar_kv_empty,
-                128 * T::kConsumers + T::kDqWriters + (T::kStoreDkvByTma ? T::kConsumers : 0));
+      mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqWriters + (T::kDqFinish ? 1 : 0) +
+                                  (T::kStoreDkvByTma ? T::kConsumers : 0));
     mbar_init_fence();
   }
   __syncthreads();
@@ -490,6 +523,39 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           steps += w.total;
         }
         bulk_wait_complete();
+      }
+      if constexpr (T::kDqFinish) {
+        if (tid >= 96) {  // the finisher (BwdTraitsDqFinish), warp 3
+          const int lane = tid % 32;
+          const int m_tiles_pad = args.S_q_pad / kDqTileRows;
+          for (int n = 0;; ++n) {
+            // Lane 0 alone reads the index (the producer writes the next over it once every
+            // reader has arrived).
+            int index = 0;
+            if (lane == 0) {
+              index = tile_index(n);
+              mbar_arrive(bar_kv_empty);
+            }
+            index = __shfl_sync(0xffffffffu, index, 0);
+            if (index < 0) break;
+            const KeyTileSteps<T> w(args, index);
+            const int j = w.n0 / kBlockN, end = w.finish_end(args);
+            for (int hq = w.h_kv * args.group; hq < (w.h_kv + 1) * args.group; ++hq) {
+              const int64_t head_tiles = (static_cast<int64_t>(w.b) * args.H + hq) * m_tiles_pad;
+              for (int i = w.m_begin; i < end; ++i) {
+                for (int u = 0; u < T::kDqTiles; ++u) {
+                  const int64_t tile = head_tiles + T::kDqTiles * i + u;
+                  // This block's add, the tile's last, has completed once its writer releases
+                  // (at least: a later add, were there one, could not leave the wait waiting).
+                  // The tiles come at the end of the walk (its diagonal), so the first wait
+                  // may last the walk: polled every half microsecond, not in a tight loop.
+                  semaphore_wait_at_least(args.dq_semaphore + tile, j + 1, 500);
+                  dq_finish_tile_by_warp<kD>(args, tile, m_tiles_pad, lane);
+                }
+              }
+            }
+          }
+        }
       }
     }
     return;

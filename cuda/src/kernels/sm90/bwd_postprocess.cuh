@@ -1,5 +1,6 @@
 // dQ out of the sm90 fused backward's float32 accumulator (kernels/sm90/bwd_dkdv.cuh): times
-// the softmax scale, in the gradient dtype, at dQ's strides.
+// the softmax scale, in the gradient dtype, at dQ's strides. By a kernel after the fused one, or
+// (BwdTraitsDqFinish) inside it, by a warp, for the tiles whose last add it makes.
 #pragma once
 
 #include "kernels/common/args.hpp"
@@ -15,7 +16,12 @@ namespace flashref::cuda::kernels::sm90 {
 // (0 adds) was never written, and its dQ is zeros. The stored first add may leave a -0 where
 // adding it to a zeroed accumulator gave +0 (0 + -0 = +0; the sums after it keep the two equal
 // but for that sign), so each value is taken as v + 0: a zeroed accumulator's bits.
-template <int kD, bool kFirstStore>
+__device__ __forceinline__ float dq_out_first_store(float v, float scale) {
+  return __fadd_rn(v, 0.0f) * scale;
+}
+// kSkipFinished: with a causal mask the fused kernel's finisher (BwdTraitsDqFinish) wrote dQ for
+// every tile some key tile added to (semaphore > 0); this kernel writes the zeros of the others.
+template <int kD, bool kFirstStore, bool kSkipFinished = false>
 __device__ __forceinline__ void dq_postprocess_tile(const AttnArgs& args) {
   constexpr int kRows = kDqTileRows, kStride = kD + 4;
   __shared__ __align__(16) float tile[kRows * kStride];
@@ -28,7 +34,8 @@ __device__ __forceinline__ void dq_postprocess_tile(const AttnArgs& args) {
   const int x = threadIdx.x, row = 16 * (x / 32) + (x % 32) / 4, t = x % 4;
   if constexpr (kFirstStore) {
     const bool added = args.dq_semaphore[blockIdx.x] != 0;
-    auto out = [&](float v) { return __fadd_rn(v, 0.0f) * args.scale; };
+    if (kSkipFinished && added && args.causal) return;
+    auto out = [&](float v) { return dq_out_first_store(v, args.scale); };
 #pragma unroll
     for (int k = 0; k < kD / 8; ++k) {
       const float4 v = added ? src[k * 128 + x] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -52,6 +59,41 @@ __device__ __forceinline__ void dq_postprocess_tile(const AttnArgs& args) {
                                           min(kRows, args.S_q - m0), args.d, x);
 }
 
+// The finisher's part (BwdTraitsDqFinish): accumulator tile `tile` (64 rows of one head, at
+// 64 * (tile % m_tiles_pad)) to dQ by one warp, as dq_postprocess_tile<kD, true> writes it, the
+// values read from global memory in their register order (each load 512 contiguous bytes) and
+// stored as pairs: the finisher has no shared memory to gather rows in, and the fused kernel none
+// to give it. The caller has acquired the tile's last add.
+template <int kD>
+__device__ __forceinline__ void dq_finish_tile_by_warp(const AttnArgs& args, int64_t tile,
+                                                       int m_tiles_pad, int lane) {
+  constexpr int kRows = kDqTileRows;
+  const int64_t bh = tile / m_tiles_pad;
+  const int m0 = static_cast<int>(tile % m_tiles_pad) * kRows;
+  const int b = static_cast<int>(bh / args.H), h = static_cast<int>(bh % args.H);
+  const float4* src = reinterpret_cast<const float4*>(args.dq_accum) + tile * (kRows * kD / 4);
+  const int64_t off = row_offset(args.dq, b, m0, h);
+  const int rows_valid = min(kRows, args.S_q - m0), g = lane / 4, t = lane % 4;
+  // Float4 k of thread x = 32 w + lane (w the warp of the warpgroup that made the tile).
+#pragma unroll 4
+  for (int i = 0; i < kD / 8 * 4; ++i) {
+    const int k = i / 4, w = i % 4;
+    const float4 v = src[k * 128 + 32 * w + lane];
+    const int row = 16 * w + g, col = 8 * k + 2 * t;
+    if (col < args.d) {
+      const int64_t at = off + static_cast<int64_t>(row) * args.dq.row_stride + col;
+      if (row < rows_valid)
+        store2(args.dq.ptr, args.grad_code, at,
+               make_float2(dq_out_first_store(v.x, args.scale),
+                           dq_out_first_store(v.y, args.scale)));
+      if (row + 8 < rows_valid)
+        store2(args.dq.ptr, args.grad_code, at + 8 * args.dq.row_stride,
+               make_float2(dq_out_first_store(v.z, args.scale),
+                           dq_out_first_store(v.w, args.scale)));
+    }
+  }
+}
+
 // The kernels: a name each, so that the first keeps its symbol (scripts/sass-compare's key).
 template <int kD>
 __global__ void __launch_bounds__(128) bwd_dq_postprocess_kernel(const AttnArgs args) {
@@ -60,6 +102,11 @@ __global__ void __launch_bounds__(128) bwd_dq_postprocess_kernel(const AttnArgs 
 template <int kD>
 __global__ void __launch_bounds__(128) bwd_dq_postprocess_first_store_kernel(const AttnArgs args) {
   dq_postprocess_tile<kD, true>(args);
+}
+
+template <int kD>
+__global__ void __launch_bounds__(128) bwd_dq_postprocess_unfinished_kernel(const AttnArgs args) {
+  dq_postprocess_tile<kD, true, true>(args);
 }
 
 }  // namespace flashref::cuda::kernels::sm90

@@ -465,8 +465,9 @@ struct BwdConfig<Element, 64> {
   // dQ deferred, two stages (room for the second dS set): ordered with two writers on one dQ
   // set (run 29e, run 30a) storing their first add (run 35a), atomic with one writer (run
   // 29c-d).
-  using FusedOrdered =
+  using FusedOrderedUnfinished =
       BwdTraitsDqFirstStore<BwdFusedRowsDeferredSharedTraits<Element, 64, 2, kDqOrdered>>;
+  using FusedOrdered = BwdTraitsDqFinish<FusedOrderedUnfinished>;
   using FusedAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
@@ -477,12 +478,15 @@ struct BwdConfig<Element, 64> {
   // dK and dV stored by the TMA (short walks; fused90=3 everywhere).
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = BwdTraitsStoreDkvByTma<FusedAtomic>;
+  using TmaOrderedUnfinished = BwdTraitsStoreDkvByTma<FusedOrderedUnfinished>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
-  using FusedOrdered = BwdTraitsDqFirstStore<BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>>;
+  using FusedOrderedUnfinished =
+      BwdTraitsDqFirstStore<BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>>;
+  using FusedOrdered = BwdTraitsDqFinish<FusedOrderedUnfinished>;
   using FusedAtomic = BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
@@ -493,6 +497,7 @@ struct BwdConfig<Element, 128> {
   // want of registers, C7512; it keeps the staged one.)
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = FusedAtomic;
+  using TmaOrderedUnfinished = BwdTraitsStoreDkvByTma<FusedOrderedUnfinished>;
 };
 
 // Whether the fused backward's ordered kernel stores dK and dV by the TMA: where a key tile's

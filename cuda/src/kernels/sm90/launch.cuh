@@ -551,6 +551,13 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   if constexpr (T::kStoreDkvByTma) {
     if (!out.made) return backward_fused<kDtype, typename T::Staged>(args, stream);
   }
+  const long long tiles = rows / kernels::kDqTileRows;
+  // The tiles the postprocess and the finisher read were stored by the TMA, which initcheck does
+  // not see; poison90=1 (dispatch.cu's preprocess) is the check that they were.
+  const std::size_t accum_bytes = static_cast<std::size_t>(rows) * T::kD * sizeof(float);
+  if constexpr (T::kDqFinish) {
+    if (tiles > 0) mark_initialized_for_initcheck(args.dq_accum, accum_bytes, stream);
+  }
   launch_bwd<kDtype, T>(
       kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args, kernels::ceil_div(args.S_k, T::kBlockN),
       args.H_kv, section,
@@ -559,13 +566,13 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
           : (ordered ? "bwd_fused_ordered_wgmma" : "bwd_fused_atomic_wgmma"),
       stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk, out.dv,
       dq_accum_map<T>(args));
-  const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0) {
-    if constexpr (T::kDqFirstStore) {
-      // The tiles it reads were stored by the TMA, which initcheck does not see; poison90=1
-      // (dispatch.cu's preprocess) is the check that they were.
-      mark_initialized_for_initcheck(
-          args.dq_accum, static_cast<std::size_t>(rows) * T::kD * sizeof(float), stream);
+    if constexpr (T::kDqFinish) {
+      // The tiles the finisher left (every one without the causal mask).
+      launch_kernel(kernels::sm90::bwd_dq_postprocess_unfinished_kernel<T::kD>,
+                    static_cast<unsigned>(tiles), 128, 0, args, stream, "bwd_dq_postprocess");
+    } else if constexpr (T::kDqFirstStore) {
+      mark_initialized_for_initcheck(args.dq_accum, accum_bytes, stream);
       launch_kernel(kernels::sm90::bwd_dq_postprocess_first_store_kernel<T::kD>,
                     static_cast<unsigned>(tiles), 128, 0, args, stream, "bwd_dq_postprocess");
     } else
@@ -617,6 +624,11 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
       if (tune().fused90 == 3)  // dK and dV stored by the TMA at every S (run 31b)
         return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                        typename Config::TmaAtomic>(args, stream);
+      if (tune().fused90 == 5)  // dQ by the postprocess alone, as before run 43 (no finisher)
+        return by_tma ? backward_fused_as_asked<kDtype, typename Config::TmaOrderedUnfinished,
+                                                typename Config::FusedAtomic>(args, stream)
+                      : backward_fused_as_asked<kDtype, typename Config::FusedOrderedUnfinished,
+                                                typename Config::FusedAtomic>(args, stream);
     }
     // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
     // suites' small problems run the kernel of the long walks (scripts/device-run).
