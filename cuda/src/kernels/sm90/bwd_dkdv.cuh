@@ -542,7 +542,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             const int j = w.n0 / kBlockN, end = w.finish_end(args);
             for (int hq = w.h_kv * args.group; hq < (w.h_kv + 1) * args.group; ++hq) {
               const int64_t head_tiles = (static_cast<int64_t>(w.b) * args.H + hq) * m_tiles_pad;
-              for (int i = w.m_begin; i < end; ++i) {
+              for (int i = end - 1; i >= w.m_begin; --i) {  // in the walk's order (down)
                 for (int u = 0; u < T::kDqTiles; ++u) {
                   const int64_t tile = head_tiles + T::kDqTiles * i + u;
                   // This block's add, the tile's last, has completed once its writer releases
