@@ -457,7 +457,13 @@ struct BwdConfig;
 // fused90=2 runs the in-step kernels (InStepOrdered, InStepAtomic) persistent, fused90=1 on a
 // grid of a block per key tile (OtherOrdered, OtherAtomic), fused90=3 the kernels with dK and
 // dV stored by the TMA at every S (TmaOrdered, TmaAtomic), fused90=4 the staged epilogue at
-// every S.
+// every S, fused90=5 the default's ordered kernels with dQ finished inside them by its last
+// adder (FusedOrderedFinished, TmaOrderedFinished; bwd_dkdv.cuh's BwdTraitsDqFinish). Run 43a
+// (bench/results/2026-12-06-h100-run43a, H100, medians of 20, two rounds, causal backward, ms,
+// the finisher -> the default): d = 128 S = 1k (B 32) 2.525, 2.534 -> 1.049, 1.041; 2k (B 16)
+// 2.658, 2.677 -> 1.616, 1.615; 8k (B 4) 5.500, 5.369 -> 5.095, 4.956; the leaderboard 4.940,
+// 5.019 -> 4.972, 4.931; d = 64 S = 1k 1.094, 1.099 -> 0.621, 0.622, the leaderboard 2.500,
+// 2.500 -> 2.465, 2.472. The same bits; not taken.
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -465,9 +471,10 @@ struct BwdConfig<Element, 64> {
   // dQ deferred, two stages (room for the second dS set): ordered with two writers on one dQ
   // set (run 29e, run 30a) storing their first add (run 35a), atomic with one writer (run
   // 29c-d).
-  using FusedOrderedUnfinished =
+  using FusedOrdered =
       BwdTraitsDqFirstStore<BwdFusedRowsDeferredSharedTraits<Element, 64, 2, kDqOrdered>>;
-  using FusedOrdered = BwdTraitsDqFinish<FusedOrderedUnfinished>;
+  // dQ finished in the kernel by its last adder (fused90=5, run 43a).
+  using FusedOrderedFinished = BwdTraitsDqFinish<FusedOrdered>;
   using FusedAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
@@ -478,15 +485,14 @@ struct BwdConfig<Element, 64> {
   // dK and dV stored by the TMA (short walks; fused90=3 everywhere).
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = BwdTraitsStoreDkvByTma<FusedAtomic>;
-  using TmaOrderedUnfinished = BwdTraitsStoreDkvByTma<FusedOrderedUnfinished>;
+  using TmaOrderedFinished = BwdTraitsStoreDkvByTma<FusedOrderedFinished>;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
-  using FusedOrderedUnfinished =
-      BwdTraitsDqFirstStore<BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>>;
-  using FusedOrdered = BwdTraitsDqFinish<FusedOrderedUnfinished>;
+  using FusedOrdered = BwdTraitsDqFirstStore<BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>>;
+  using FusedOrderedFinished = BwdTraitsDqFinish<FusedOrdered>;
   using FusedAtomic = BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
@@ -497,7 +503,7 @@ struct BwdConfig<Element, 128> {
   // want of registers, C7512; it keeps the staged one.)
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = FusedAtomic;
-  using TmaOrderedUnfinished = BwdTraitsStoreDkvByTma<FusedOrderedUnfinished>;
+  using TmaOrderedFinished = BwdTraitsStoreDkvByTma<FusedOrderedFinished>;
 };
 
 // Whether the fused backward's ordered kernel stores dK and dV by the TMA: where a key tile's

@@ -624,10 +624,10 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
       if (tune().fused90 == 3)  // dK and dV stored by the TMA at every S (run 31b)
         return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                        typename Config::TmaAtomic>(args, stream);
-      if (tune().fused90 == 5)  // dQ by the postprocess alone, as before run 43 (no finisher)
-        return by_tma ? backward_fused_as_asked<kDtype, typename Config::TmaOrderedUnfinished,
+      if (tune().fused90 == 5)  // dQ finished in the kernel by its last adder (run 43a)
+        return by_tma ? backward_fused_as_asked<kDtype, typename Config::TmaOrderedFinished,
                                                 typename Config::FusedAtomic>(args, stream)
-                      : backward_fused_as_asked<kDtype, typename Config::FusedOrderedUnfinished,
+                      : backward_fused_as_asked<kDtype, typename Config::FusedOrderedFinished,
                                                 typename Config::FusedAtomic>(args, stream);
     }
     // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
