@@ -309,7 +309,7 @@ struct KeyTileSteps {
     const int next_n0 = n0 + T::kBlockN;
     if (next_n0 >= args.S_k) return m_tiles;
     return KeyTileSchedule<T::kBlockM, T::kBlockN>::causal_query_tiles_begin_at(args, next_n0,
-                                                                                 m_tiles);
+                                                                                m_tiles);
   }
 };
 

@@ -83,13 +83,13 @@ __device__ __forceinline__ void dq_finish_tile_by_warp(const AttnArgs& args, int
     if (col < args.d) {
       const int64_t at = off + static_cast<int64_t>(row) * args.dq.row_stride + col;
       if (row < rows_valid)
-        store2(args.dq.ptr, args.grad_code, at,
-               make_float2(dq_out_first_store(v.x, args.scale),
-                           dq_out_first_store(v.y, args.scale)));
+        store2(
+            args.dq.ptr, args.grad_code, at,
+            make_float2(dq_out_first_store(v.x, args.scale), dq_out_first_store(v.y, args.scale)));
       if (row + 8 < rows_valid)
-        store2(args.dq.ptr, args.grad_code, at + 8 * args.dq.row_stride,
-               make_float2(dq_out_first_store(v.z, args.scale),
-                           dq_out_first_store(v.w, args.scale)));
+        store2(
+            args.dq.ptr, args.grad_code, at + 8 * args.dq.row_stride,
+            make_float2(dq_out_first_store(v.z, args.scale), dq_out_first_store(v.w, args.scale)));
     }
   }
 }
