@@ -137,8 +137,11 @@ struct BwdDkvTraitsOf {
   // Whether the ordered adds' first is a store (BwdTraitsDqFirstStore below).
   static constexpr bool kDqFirstStore = false;
   // Whether a finisher warp writes dQ for the tiles whose last add the block makes
-  // (BwdTraitsDqFinish below).
+  // (BwdTraitsDqFinish below), or the consumers do, a key tile later (BwdTraitsDqFinishLate);
+  // kDqFinished: either.
   static constexpr bool kDqFinish = false;
+  static constexpr bool kDqFinishLate = false;
+  static constexpr bool kDqFinished = false;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
@@ -272,8 +275,29 @@ struct BwdTraitsDqFirstStore : Base {
 template <typename Base>
 struct BwdTraitsDqFinish : Base {
   static constexpr bool kDqFinish = true;
+  static constexpr bool kDqFinished = true;
   static_assert(Base::kDqFirstStore && Base::kPersistent,
                 "the finisher follows a persistent ordered kernel that stores its first add");
+};
+
+// The same tiles written by the block's consumers instead, a key tile late (fused90=6; built
+// after run 43a, not yet run on a GPU). At the top of each key tile, before they wait for its
+// K_j and V_j, both consumers' 256 threads write the dQ tiles whose last add the block's
+// previous key tile made (adds that completed during that tile's epilogue, or long before),
+// with a tile's loads all in flight at once (8 float4 a thread at d = 128). The block's last
+// key tile's tiles are written after its walk. Run 43a's finisher warp, with no registers for
+// more than one load at a time, paced the block and held the producer back until it read the
+// next index. The consumers have the registers once dK and dV are stored, and nobody but they
+// waits on them. ptxas decides what fits: a store path for every gradient dtype serialized the
+// d = 128 kernels' wgmmas (C7512), so dQ is written in the input dtype only (launch.cuh keeps
+// the default otherwise), and beside the TMA's epilogue C7512 (d = 128) or a spill (d = 64)
+// remained whatever the loads in flight, so these kernels stage their epilogue.
+template <typename Base>
+struct BwdTraitsDqFinishLate : Base {
+  static constexpr bool kDqFinishLate = true;
+  static constexpr bool kDqFinished = true;
+  static_assert(Base::kDqFirstStore && Base::kPersistent && !Base::kDqFinish,
+                "the consumers finish a persistent ordered kernel that stores its first add");
 };
 
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
@@ -666,9 +690,29 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   // (A grid of one block per tile runs the body once: as a loop, ptxas spilled 400 bytes.)
+  [[maybe_unused]] int finish_index = -1;  // kDqFinishLate: the key tile before
   for (int n = 0, steps = 0; T::kPersistent || n < 1; ++n) {
+    if constexpr (T::kDqFinishLate) {
+      if (finish_index >= 0) {
+        const KeyTileSteps<T> f(args, finish_index);
+        const int j = f.n0 / kBlockN, end = f.finish_end(args);
+        const int m_tiles_pad = args.S_q_pad / kDqTileRows;
+        for (int hq = f.h_kv * args.group; hq < (f.h_kv + 1) * args.group; ++hq) {
+          const int64_t head_tiles = (static_cast<int64_t>(f.b) * args.H + hq) * m_tiles_pad;
+          for (int i = end - 1; i >= f.m_begin; --i) {
+            for (int u = 0; u < T::kDqTiles; ++u) {
+              const int64_t tile = head_tiles + T::kDqTiles * i + u;
+              semaphore_wait_at_least(args.dq_semaphore + tile, j + 1, 64);
+              dq_finish_tile_by_threads<Element, kD, 128 * T::kConsumers>(args, tile, m_tiles_pad,
+                                                                          ctid);
+            }
+          }
+        }
+      }
+    }
     const int index = tile_index(n);
     if (index < 0) break;
+    if constexpr (T::kDqFinishLate) finish_index = index;
     const KeyTileSteps<T> w(args, index);
     const int n0 = w.n0, keys_valid = w.keys_valid;
 

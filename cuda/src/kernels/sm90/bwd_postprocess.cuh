@@ -94,6 +94,41 @@ __device__ __forceinline__ void dq_finish_tile_by_warp(const AttnArgs& args, int
   }
 }
 
+// The same by kThreads threads (BwdTraitsDqFinishLate: both consumers of the fused kernel),
+// into a dQ of the input dtype (Element), with 32-bit offsets within the tile.
+template <typename Element, int kD, int kThreads>
+__device__ __forceinline__ void dq_finish_tile_by_threads(const AttnArgs& args, int64_t tile,
+                                                          int m_tiles_pad, int thread) {
+  constexpr int kRows = kDqTileRows, kPer = kRows * kD / 4 / kThreads;
+  static_assert(kRows * kD / 4 % kThreads == 0, "whole float4 a thread");
+  const int64_t bh = tile / m_tiles_pad;
+  const int m0 = static_cast<int>(tile % m_tiles_pad) * kRows;
+  const int b = static_cast<int>(bh / args.H), h = static_cast<int>(bh % args.H);
+  const float4* src = reinterpret_cast<const float4*>(args.dq_accum) + tile * (kRows * kD / 4);
+  Element* dq = static_cast<Element*>(args.dq.ptr) + row_offset(args.dq, b, m0, h);
+  const int row_stride = static_cast<int>(args.dq.row_stride);
+  const int rows_valid = min(kRows, args.S_q - m0);
+  const float scale = args.scale;
+  float4 v[kPer];  // all loaded before any is stored: one round trip to L2 a tile
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) v[e] = src[e * kThreads + thread];
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    // Float4 f = 128 k + x: thread x = 32 w + 4 g + t of the warpgroup that made the tile.
+    const int f = e * kThreads + thread, k = f / 128, x = f % 128;
+    const int row = 16 * (x / 32) + (x % 32) / 4, col = 8 * k + 2 * (x % 4);
+    const uint32_t lo =
+        pack_pair<Element>(dq_out_first_store(v[e].x, scale), dq_out_first_store(v[e].y, scale));
+    const uint32_t hi =
+        pack_pair<Element>(dq_out_first_store(v[e].z, scale), dq_out_first_store(v[e].w, scale));
+    if (col < args.d) {
+      if (row < rows_valid) *reinterpret_cast<uint32_t*>(dq + row * row_stride + col) = lo;
+      if (row + 8 < rows_valid)
+        *reinterpret_cast<uint32_t*>(dq + (row + 8) * row_stride + col) = hi;
+    }
+  }
+}
+
 // The kernels: a name each, so that the first keeps its symbol (scripts/sass-compare's key).
 template <int kD>
 __global__ void __launch_bounds__(128) bwd_dq_postprocess_kernel(const AttnArgs args) {

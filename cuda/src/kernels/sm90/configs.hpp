@@ -463,7 +463,9 @@ struct BwdConfig;
 // the finisher -> the default): d = 128 S = 1k (B 32) 2.525, 2.534 -> 1.049, 1.041; 2k (B 16)
 // 2.658, 2.677 -> 1.616, 1.615; 8k (B 4) 5.500, 5.369 -> 5.095, 4.956; the leaderboard 4.940,
 // 5.019 -> 4.972, 4.931; d = 64 S = 1k 1.094, 1.099 -> 0.621, 0.622, the leaderboard 2.500,
-// 2.500 -> 2.465, 2.472. The same bits; not taken.
+// 2.500 -> 2.465, 2.472. The same bits; not taken. fused90=6: the same tiles written by the
+// consumers a key tile late (BwdTraitsDqFinishLate), with the staged epilogue at every S; built
+// after run 43a, not yet run on a GPU.
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -473,8 +475,10 @@ struct BwdConfig<Element, 64> {
   // 29c-d).
   using FusedOrdered =
       BwdTraitsDqFirstStore<BwdFusedRowsDeferredSharedTraits<Element, 64, 2, kDqOrdered>>;
-  // dQ finished in the kernel by its last adder (fused90=5, run 43a).
+  // dQ finished in the kernel by its last adder (fused90=5, run 43a), or by the consumers a
+  // key tile late (fused90=6).
   using FusedOrderedFinished = BwdTraitsDqFinish<FusedOrdered>;
+  using FusedOrderedFinishedLate = BwdTraitsDqFinishLate<FusedOrdered>;
   using FusedAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
@@ -486,6 +490,8 @@ struct BwdConfig<Element, 64> {
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = BwdTraitsStoreDkvByTma<FusedAtomic>;
   using TmaOrderedFinished = BwdTraitsStoreDkvByTma<FusedOrderedFinished>;
+  // (The consumers' conversion beside the TMA's epilogue spilled 28 bytes: the staged one.)
+  using TmaOrderedFinishedLate = FusedOrderedFinishedLate;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
@@ -493,6 +499,7 @@ struct BwdConfig<Element, 128> {
   using Dkv = BwdDkvTraits<Element, 128, 3>;
   using FusedOrdered = BwdTraitsDqFirstStore<BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>>;
   using FusedOrderedFinished = BwdTraitsDqFinish<FusedOrdered>;
+  using FusedOrderedFinishedLate = BwdTraitsDqFinishLate<FusedOrdered>;
   using FusedAtomic = BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
@@ -504,6 +511,9 @@ struct BwdConfig<Element, 128> {
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = FusedAtomic;
   using TmaOrderedFinished = BwdTraitsStoreDkvByTma<FusedOrderedFinished>;
+  // (The consumers' conversion beside the TMA's epilogue: ptxas serialized its wgmmas, C7512,
+  // with any number of loads in flight; it keeps the staged one.)
+  using TmaOrderedFinishedLate = FusedOrderedFinishedLate;
 };
 
 // Whether the fused backward's ordered kernel stores dK and dV by the TMA: where a key tile's
