@@ -6,6 +6,10 @@
 #   fwd LABEL SHAPE [TUNE]     `flashref bench` forward, causal bf16, medians of 30, with
 #                              FLASHREF_CUDA_TUNE=TUNE: one line "bench fwd LABEL SHAPE [(pass,
 #                              median ms, min ms)]"
+#   bwd LABEL SHAPE [TUNE]     `flashref bench` backward, causal bf16, medians of 20: one line
+#                              "bench bwd LABEL SHAPE [(pass, median ms)]"
+#   bwd_rounds TUNE SHAPE...   bwd of the default and of TUNE on each SHAPE, two rounds, the
+#                              order turned in the second
 #   tuned TUNE PROGRAM         a wrapper script that runs PROGRAM under FLASHREF_CUDA_TUNE=TUNE
 #                              (for scripts/cuda-bits' OLD and NEW)
 #   python_suite END           builds the Python package there (device-run python-build) and runs
@@ -37,6 +41,23 @@ fwd() {
   echo "bench fwd $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 "$fr" bench --backends cuda --dtype bf16 \
     --reps 30 --warmup 5 --json --shape "$2" --mask causal 2>&1 | tr -d '\n' | python3 -c \
     "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4), round(x.get('min_ms',0),4)) for x in r])")"
+}
+bwd() {
+  echo "bench bwd $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 "$fr" bench --backends cuda \
+    --dtype bf16 --reps 20 --warmup 3 --json --shape "$2" --mask causal --backward 2>&1 |
+    tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], \
+round(x['median_ms'],4)) for x in r if x['pass'] != 'forward'])")"
+}
+bwd_rounds() {
+  local tune=$1 round shape tu tunes
+  shift
+  for round in 0 1; do
+    tunes=("" "$tune")
+    ((round)) && tunes=("$tune" "")
+    for shape in "$@"; do
+      for tu in "${tunes[@]}"; do bwd "${tu:-default}" "$shape" "$tu"; done
+    done
+  done
 }
 tuned() {
   local f

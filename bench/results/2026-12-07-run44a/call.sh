@@ -15,12 +15,6 @@
 set -u
 cd "$(dirname "$0")/../../.."
 source scripts/device-call-lib.sh
-bwd() {  # LABEL SHAPE TUNE: causal backward, medians of 20
-  echo "bench bwd $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 "$fr" bench --backends cuda \
-    --dtype bf16 --reps 20 --warmup 3 --json --shape "$2" --mask causal --backward 2>&1 |
-    tr -d '\n' | python3 -c "import json,sys; r=json.load(sys.stdin); print([(x['pass'], \
-round(x['median_ms'],4)) for x in r if x['pass'] != 'forward'])")"
-}
 filter='Cuda/AwkwardShapes.*/partial_tiles_129_bf16_causal:Cuda/AwkwardShapes.*/sq_more_than_sk_f16_causal_bottom_right:Cuda/AwkwardShapes.*/gqa_6_over_2_f32_causal:Cuda/AwkwardShapes.*/d256_bf16_none:Cuda/AwkwardShapes.*/d40_f32_causal_bottom_right'
 step awkward-late 60 env FLASHREF_CUDA_TUNE=fused90=6,poison90=1 $b/cuda_awkward_shapes_test \
   --gtest_brief=1
@@ -36,13 +30,8 @@ for dh in 128 64; do
     --tool memcheck --error-exitcode 9 $fr verify --backends cuda --dtype bf16 \
     --shape 2,40,512,512,$dh --mask causal
 done
-for round in 0 1; do
-  tunes=("" fused90=6); ((round)) && tunes=(fused90=6 "")
-  for shape in 32,16,1024,1024,128 16,16,2048,2048,128 4,16,8192,8192,128 1,16,16384,16384,128 \
-    32,16,1024,1024,64 1,16,16384,16384,64; do
-    for tu in "${tunes[@]}"; do bwd "${tu:-default}" $shape "$tu"; done
-  done
-done | tee $OUT/times.txt
+bwd_rounds fused90=6 32,16,1024,1024,128 16,16,2048,2048,128 4,16,8192,8192,128 \
+  1,16,16384,16384,128 32,16,1024,1024,64 1,16,16384,16384,64 | tee $OUT/times.txt
 echo "times done ${SECONDS}s"
 goal_table 590
 date -u
