@@ -128,10 +128,7 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // kernels/sm90/launch.cuh), the sm90 fused backward's kernels (fused90: 1 a grid of a block per
 // key tile with dQ's product in step, 2 the persistent grid with dQ's product in step, instead of
 // deferred a step, both adding into a zeroed accumulator; 3 and 4 the deferred kernels with dK
-// and dV stored by the TMA, or staged, at every S; 5 the default's kernels with dQ finished
-// inside them by its last adder, bwd_dkdv.cuh's BwdTraitsDqFinish, 6 the same written by the
-// consumers a key tile late, BwdTraitsDqFinishLate; kernels/sm90/configs.hpp),
-// the persistent
+// and dV stored by the TMA, or staged, at every S; kernels/sm90/configs.hpp), the persistent
 // backward's grid (grid90: at most N blocks, so that the suites' small problems run many tiles
 // a block), and a check, not a variant (poison90: 1 fills the ordered fused backward's dQ
 // accumulator with NaN before the kernel that stores its first adds, dispatch.cu, so that a tile
@@ -156,8 +153,7 @@ struct Tune {
   int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 before run 40a, 3 /2;
                     // 4 test; 5, 6 wave
   int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step,
-                    // 3, 4 dK and dV stored by the TMA, staged, at every S; 5 finisher;
-                    // 6 dQ by the consumers, a key tile late
+                    // 3, 4 dK and dV stored by the TMA, staged, at every S
   int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
   int poison90 = 0;  // 1: the ordered fused backward's dQ accumulator filled with NaN first
 };
@@ -182,7 +178,7 @@ inline const Tune& tune() {
     read("f32bwd", r.f32bwd, 9);
     read("bwd90", r.bwd90, 1);
     read("order90", r.order90, 6);
-    read("fused90", r.fused90, 6);
+    read("fused90", r.fused90, 4);
     read("grid90", r.grid90, 1 << 20);
     read("poison90", r.poison90, 1);
     return r;

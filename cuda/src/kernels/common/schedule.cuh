@@ -90,12 +90,7 @@ struct KeyTileSchedule {
   // only when q >= n0 - offset, and tiles wholly before that are never loaded (m_tiles when no
   // query sees the tile). As causal_key_tiles_end, the kernels test args.causal themselves.
   __device__ __forceinline__ int causal_query_tiles_begin(const AttnArgs& args, int m_tiles) const {
-    return causal_query_tiles_begin_at(args, n0, m_tiles);
-  }
-  // ... of the key tile whose first key is `first_key`.
-  static __device__ __forceinline__ int causal_query_tiles_begin_at(const AttnArgs& args,
-                                                                    int first_key, int m_tiles) {
-    const int64_t first_q = first_seeing_query(args, first_key);
+    const int64_t first_q = first_seeing_query(args, n0);
     return first_q <= 0 ? 0 : (first_q >= args.S_q ? m_tiles : static_cast<int>(first_q / kBlockM));
   }
 

@@ -118,18 +118,6 @@ __device__ __forceinline__ void store1(void* base, int code, int64_t off, float 
     static_cast<__nv_bfloat16*>(base)[off] = __float2bfloat16_rn(v);
 }
 
-// Writes 2 floats, converted to the output dtype, at element offset `off` of `base`.
-__device__ __forceinline__ void store2(void* base, int code, int64_t off, float2 v) {
-  if (code == kOutF32) {
-    *reinterpret_cast<float2*>(static_cast<float*>(base) + off) = v;
-  } else if (code == kOutF16) {
-    *reinterpret_cast<__half2*>(static_cast<__half*>(base) + off) = __floats2half2_rn(v.x, v.y);
-  } else {
-    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(base) + off) =
-        __floats2bfloat162_rn(v.x, v.y);
-  }
-}
-
 // Writes 4 floats, converted to the output dtype, at element offset `off` of `base`.
 __device__ __forceinline__ void store4(void* base, int code, int64_t off, float4 v) {
   if (code == kOutF32) {

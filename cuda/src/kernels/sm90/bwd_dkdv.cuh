@@ -39,7 +39,6 @@
 #include "kernels/common/schedule.cuh"
 #include "kernels/common/tile_io.cuh"
 #include "kernels/sm90/bwd_common.cuh"
-#include "kernels/sm90/bwd_postprocess.cuh"
 #include "kernels/sm90/hopper.cuh"
 #include "kernels/sm90/stage_rows.cuh"
 #include "kernels/sm90/wgmma.cuh"
@@ -136,12 +135,6 @@ struct BwdDkvTraitsOf {
   static constexpr bool kStoreDkvByTma = false;
   // Whether the ordered adds' first is a store (BwdTraitsDqFirstStore below).
   static constexpr bool kDqFirstStore = false;
-  // Whether a finisher warp writes dQ for the tiles whose last add the block makes
-  // (BwdTraitsDqFinish below), or the consumers do, a key tile later (BwdTraitsDqFinishLate);
-  // kDqFinished: either.
-  static constexpr bool kDqFinish = false;
-  static constexpr bool kDqFinishLate = false;
-  static constexpr bool kDqFinished = false;
   // Shared memory: K_j, V_j, (fused) both consumers' dS and the dQ tiles, then the stages. The
   // epilogue stages dK and dV over the first bytes: fused, over K_j, V_j and dS alone, all free
   // once the last step's dQ product is done, so that the bulk reductions still reading the dQ
@@ -260,46 +253,6 @@ struct BwdTraitsDqFirstStore : Base {
   static_assert(Base::kDqMode == kDqOrdered, "the first add is known in the ordered kernels");
 };
 
-// The ordered kernel whose block makes the last add to a query tile also writes that tile's dQ:
-// with a causal mask the key tiles that see a query are a prefix of the key tiles, so the last
-// add to query tile i is the one of the last key tile whose walk has i (KeyTileSteps::
-// finish_end), a step near the end of that key tile's walk (its diagonal, kWalkDown). A
-// finisher warp (warp 3 of the producer warpgroup, idle before) follows the block's key tiles,
-// waits for each such tile's add to complete (the semaphore its writer releases) and writes dQ
-// from the accumulator as the postprocess would (dq_finish_tile_by_warp): the same bits, without
-// the postprocess reading the whole accumulator back from memory after the kernel (139 us of
-// 4.86 ms at d = 128, S = 8k, B 4: run 41c). The postprocess then writes the zeros of the tiles
-// no key tile saw (bwd_dq_postprocess_unfinished_kernel). Without the mask every query tile's
-// last add is the last key tile's, which would leave all of a head's dQ to one block: those
-// kernels keep the postprocess.
-template <typename Base>
-struct BwdTraitsDqFinish : Base {
-  static constexpr bool kDqFinish = true;
-  static constexpr bool kDqFinished = true;
-  static_assert(Base::kDqFirstStore && Base::kPersistent,
-                "the finisher follows a persistent ordered kernel that stores its first add");
-};
-
-// The same tiles written by the block's consumers instead, a key tile late (fused90=6; built
-// after run 43a, not yet run on a GPU). At the top of each key tile, before they wait for its
-// K_j and V_j, both consumers' 256 threads write the dQ tiles whose last add the block's
-// previous key tile made (adds that completed during that tile's epilogue, or long before),
-// with a tile's loads all in flight at once (8 float4 a thread at d = 128). The block's last
-// key tile's tiles are written after its walk. Run 43a's finisher warp, with no registers for
-// more than one load at a time, paced the block and held the producer back until it read the
-// next index. The consumers have the registers once dK and dV are stored, and nobody but they
-// waits on them. ptxas decides what fits: a store path for every gradient dtype serialized the
-// d = 128 kernels' wgmmas (C7512), so dQ is written in the input dtype only (launch.cuh keeps
-// the default otherwise), and beside the TMA's epilogue C7512 (d = 128) or a spill (d = 64)
-// remained whatever the loads in flight, so these kernels stage their epilogue.
-template <typename Base>
-struct BwdTraitsDqFinishLate : Base {
-  static constexpr bool kDqFinishLate = true;
-  static constexpr bool kDqFinished = true;
-  static_assert(Base::kDqFirstStore && Base::kPersistent && !Base::kDqFinish,
-                "the consumers finish a persistent ordered kernel that stores its first add");
-};
-
 // The key tile `index` of a dK/dV grid and the steps a block takes over it: the (query head
 // of its group, query tile that sees the key tile) pairs, heads ascending, then tiles
 // ascending or (kWalkDown) descending.
@@ -324,16 +277,6 @@ struct KeyTileSteps {
   // The query tile of step k of a head's walk.
   __device__ __forceinline__ int query_tile(int k) const {
     return T::kWalkDown ? m_tiles - 1 - k : m_begin + k;
-  }
-  // With a causal mask: the query tiles [m_begin, finish_end) are those no later key tile sees
-  // (those before the next key tile's first, or all if it is the last), so this one adds to
-  // them last. Without the mask: none (BwdTraitsDqFinish).
-  __device__ __forceinline__ int finish_end(const AttnArgs& args) const {
-    if (!args.causal) return m_begin;
-    const int next_n0 = n0 + T::kBlockN;
-    if (next_n0 >= args.S_k) return m_tiles;
-    return KeyTileSchedule<T::kBlockM, T::kBlockN>::causal_query_tiles_begin_at(args, next_n0,
-                                                                                m_tiles);
   }
 };
 
@@ -401,8 +344,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
     // With the TMA's epilogue, each consumer's storing thread arrives once more (below).
     if constexpr (T::kPersistent)
-      mbar_init(bar_kv_empty, 128 * T::kConsumers + T::kDqWriters + (T::kDqFinish ? 1 : 0) +
-                                  (T::kStoreDkvByTma ? T::kConsumers : 0));
+      mbar_init(bar_kv_empty,
+                128 * T::kConsumers + T::kDqWriters + (T::kStoreDkvByTma ? T::kConsumers : 0));
     mbar_init_fence();
   }
   __syncthreads();
@@ -548,39 +491,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
         bulk_wait_complete();
       }
-      if constexpr (T::kDqFinish) {
-        if (tid >= 96) {  // the finisher (BwdTraitsDqFinish), warp 3
-          const int lane = tid % 32;
-          const int m_tiles_pad = args.S_q_pad / kDqTileRows;
-          for (int n = 0;; ++n) {
-            // Lane 0 alone reads the index (the producer writes the next over it once every
-            // reader has arrived).
-            int index = 0;
-            if (lane == 0) {
-              index = tile_index(n);
-              mbar_arrive(bar_kv_empty);
-            }
-            index = __shfl_sync(0xffffffffu, index, 0);
-            if (index < 0) break;
-            const KeyTileSteps<T> w(args, index);
-            const int j = w.n0 / kBlockN, end = w.finish_end(args);
-            for (int hq = w.h_kv * args.group; hq < (w.h_kv + 1) * args.group; ++hq) {
-              const int64_t head_tiles = (static_cast<int64_t>(w.b) * args.H + hq) * m_tiles_pad;
-              for (int i = end - 1; i >= w.m_begin; --i) {  // in the walk's order (down)
-                for (int u = 0; u < T::kDqTiles; ++u) {
-                  const int64_t tile = head_tiles + T::kDqTiles * i + u;
-                  // This block's add, the tile's last, has completed once its writer releases
-                  // (at least: a later add, were there one, could not leave the wait waiting).
-                  // The tiles come at the end of the walk (its diagonal), so the first wait
-                  // may last the walk: polled every half microsecond, not in a tight loop.
-                  semaphore_wait_at_least(args.dq_semaphore + tile, j + 1, 500);
-                  dq_finish_tile_by_warp<kD>(args, tile, m_tiles_pad, lane);
-                }
-              }
-            }
-          }
-        }
-      }
     }
     return;
   }
@@ -690,29 +600,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   // (A grid of one block per tile runs the body once: as a loop, ptxas spilled 400 bytes.)
-  [[maybe_unused]] int finish_index = -1;  // kDqFinishLate: the key tile before
   for (int n = 0, steps = 0; T::kPersistent || n < 1; ++n) {
-    if constexpr (T::kDqFinishLate) {
-      if (finish_index >= 0) {
-        const KeyTileSteps<T> f(args, finish_index);
-        const int j = f.n0 / kBlockN, end = f.finish_end(args);
-        const int m_tiles_pad = args.S_q_pad / kDqTileRows;
-        for (int hq = f.h_kv * args.group; hq < (f.h_kv + 1) * args.group; ++hq) {
-          const int64_t head_tiles = (static_cast<int64_t>(f.b) * args.H + hq) * m_tiles_pad;
-          for (int i = end - 1; i >= f.m_begin; --i) {
-            for (int u = 0; u < T::kDqTiles; ++u) {
-              const int64_t tile = head_tiles + T::kDqTiles * i + u;
-              semaphore_wait_at_least(args.dq_semaphore + tile, j + 1, 64);
-              dq_finish_tile_by_threads<Element, kD, 128 * T::kConsumers>(args, tile, m_tiles_pad,
-                                                                          ctid);
-            }
-          }
-        }
-      }
-    }
     const int index = tile_index(n);
     if (index < 0) break;
-    if constexpr (T::kDqFinishLate) finish_index = index;
     const KeyTileSteps<T> w(args, index);
     const int n0 = w.n0, keys_valid = w.keys_valid;
 

@@ -457,15 +457,13 @@ struct BwdConfig;
 // fused90=2 runs the in-step kernels (InStepOrdered, InStepAtomic) persistent, fused90=1 on a
 // grid of a block per key tile (OtherOrdered, OtherAtomic), fused90=3 the kernels with dK and
 // dV stored by the TMA at every S (TmaOrdered, TmaAtomic), fused90=4 the staged epilogue at
-// every S, fused90=5 the default's ordered kernels with dQ finished inside them by its last
-// adder (FusedOrderedFinished, TmaOrderedFinished; bwd_dkdv.cuh's BwdTraitsDqFinish). Run 43a
-// (bench/results/2026-12-06-h100-run43a, H100, medians of 20, two rounds, causal backward, ms,
-// the finisher -> the default): d = 128 S = 1k (B 32) 2.525, 2.534 -> 1.049, 1.041; 2k (B 16)
-// 2.658, 2.677 -> 1.616, 1.615; 8k (B 4) 5.500, 5.369 -> 5.095, 4.956; the leaderboard 4.940,
-// 5.019 -> 4.972, 4.931; d = 64 S = 1k 1.094, 1.099 -> 0.621, 0.622, the leaderboard 2.500,
-// 2.500 -> 2.465, 2.472. The same bits; not taken. fused90=6: the same tiles written by the
-// consumers a key tile late (BwdTraitsDqFinishLate), with the staged epilogue at every S; built
-// after run 43a, not yet run on a GPU.
+// every S. Deleted after timing (runs 43a and 44a, causal backward, medians of 20, two rounds,
+// ms, variant -> default; commits dd8a7ca and fc2c4ef hold them): dQ written inside the
+// ordered kernel, for the query tiles whose last add its block makes, by the producer's idle
+// warp (BwdTraitsDqFinish: d = 128 S = 1k 2.525 -> 1.049, 2k 2.658 -> 1.616, the leaderboard
+// level) or by the consumers a key tile late (BwdTraitsDqFinishLate: d = 128 S = 1k 1.105 ->
+// 1.048, 2k 1.665 -> 1.619, the leaderboard 5.036 -> 4.997; d = 64 S = 1k 0.657 -> 0.621).
+// Both had the same bits and passed the sanitizers; the postprocess is cheaper.
 template <typename Element>
 struct BwdConfig<Element, 64> {
   using Dq = BwdDqTraits<Element, 64, 3, 128>;
@@ -475,10 +473,6 @@ struct BwdConfig<Element, 64> {
   // 29c-d).
   using FusedOrdered =
       BwdTraitsDqFirstStore<BwdFusedRowsDeferredSharedTraits<Element, 64, 2, kDqOrdered>>;
-  // dQ finished in the kernel by its last adder (fused90=5, run 43a), or by the consumers a
-  // key tile late (fused90=6).
-  using FusedOrderedFinished = BwdTraitsDqFinish<FusedOrdered>;
-  using FusedOrderedFinishedLate = BwdTraitsDqFinishLate<FusedOrdered>;
   using FusedAtomic = BwdFusedRowsDeferredTraits<Element, 64, 2, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedRowsBufferedTraits<Element, 64, 2, kDqOrdered, 2>;
@@ -489,17 +483,12 @@ struct BwdConfig<Element, 64> {
   // dK and dV stored by the TMA (short walks; fused90=3 everywhere).
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = BwdTraitsStoreDkvByTma<FusedAtomic>;
-  using TmaOrderedFinished = BwdTraitsStoreDkvByTma<FusedOrderedFinished>;
-  // (The consumers' conversion beside the TMA's epilogue spilled 28 bytes: the staged one.)
-  using TmaOrderedFinishedLate = FusedOrderedFinishedLate;
 };
 template <typename Element>
 struct BwdConfig<Element, 128> {
   using Dq = BwdDqTraits<Element, 128, 3, 64>;
   using Dkv = BwdDkvTraits<Element, 128, 3>;
   using FusedOrdered = BwdTraitsDqFirstStore<BwdFusedColsDeferredTraits<Element, 2, kDqOrdered, 2>>;
-  using FusedOrderedFinished = BwdTraitsDqFinish<FusedOrdered>;
-  using FusedOrderedFinishedLate = BwdTraitsDqFinishLate<FusedOrdered>;
   using FusedAtomic = BwdFusedColsDeferredTraits<Element, 3, kDqAtomic, 1>;
   // dQ in step (fused90=2): run 28's kernels.
   using InStepOrdered = BwdFusedColsBufferedTraits<Element, 2, kDqOrdered, 2>;
@@ -510,10 +499,6 @@ struct BwdConfig<Element, 128> {
   // want of registers, C7512; it keeps the staged one.)
   using TmaOrdered = BwdTraitsStoreDkvByTma<FusedOrdered>;
   using TmaAtomic = FusedAtomic;
-  using TmaOrderedFinished = BwdTraitsStoreDkvByTma<FusedOrderedFinished>;
-  // (The consumers' conversion beside the TMA's epilogue: ptxas serialized its wgmmas, C7512,
-  // with any number of loads in flight; it keeps the staged one.)
-  using TmaOrderedFinishedLate = FusedOrderedFinishedLate;
 };
 
 // Whether the fused backward's ordered kernel stores dK and dV by the TMA: where a key tile's

@@ -325,17 +325,6 @@ __device__ __forceinline__ void semaphore_wait_equal(const int* sem, int value) 
   while (!semaphore_reads(sem, value)) {
   }
 }
-// ... or until it reads `value` or more (acquire), sleeping `sleep_ns` between reads, for a
-// waiter off the critical path that may wait long.
-__device__ __forceinline__ void semaphore_wait_at_least(const int* sem, int value,
-                                                        unsigned sleep_ns) {
-  for (;;) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
-    if (v >= value) return;
-    __nanosleep(sleep_ns);
-  }
-}
 __device__ __forceinline__ void semaphore_release_add(int* sem) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
 }

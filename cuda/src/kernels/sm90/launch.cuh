@@ -551,13 +551,6 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
   if constexpr (T::kStoreDkvByTma) {
     if (!out.made) return backward_fused<kDtype, typename T::Staged>(args, stream);
   }
-  const long long tiles = rows / kernels::kDqTileRows;
-  // The tiles the postprocess and the finisher read were stored by the TMA, which initcheck does
-  // not see; poison90=1 (dispatch.cu's preprocess) is the check that they were.
-  const std::size_t accum_bytes = static_cast<std::size_t>(rows) * T::kD * sizeof(float);
-  if constexpr (T::kDqFinished) {
-    if (tiles > 0) mark_initialized_for_initcheck(args.dq_accum, accum_bytes, stream);
-  }
   launch_bwd<kDtype, T>(
       kernels::sm90::bwd_dkdv_wgmma_kernel<T>, args, kernels::ceil_div(args.S_k, T::kBlockN),
       args.H_kv, section,
@@ -566,13 +559,13 @@ void backward_fused(const kernels::AttnArgs& args, cudaStream_t stream) {
           : (ordered ? "bwd_fused_ordered_wgmma" : "bwd_fused_atomic_wgmma"),
       stream, T::kPersistent ? (tune().grid90 > 0 ? tune().grid90 : sm_count()) : 0, out.dk, out.dv,
       dq_accum_map<T>(args));
+  const long long tiles = rows / kernels::kDqTileRows;
   if (tiles > 0) {
-    if constexpr (T::kDqFinished) {
-      // The tiles the finisher left (every one without the causal mask).
-      launch_kernel(kernels::sm90::bwd_dq_postprocess_unfinished_kernel<T::kD>,
-                    static_cast<unsigned>(tiles), 128, 0, args, stream, "bwd_dq_postprocess");
-    } else if constexpr (T::kDqFirstStore) {
-      mark_initialized_for_initcheck(args.dq_accum, accum_bytes, stream);
+    if constexpr (T::kDqFirstStore) {
+      // The tiles it reads were stored by the TMA, which initcheck does not see; poison90=1
+      // (dispatch.cu's preprocess) is the check that they were.
+      mark_initialized_for_initcheck(
+          args.dq_accum, static_cast<std::size_t>(rows) * T::kD * sizeof(float), stream);
       launch_kernel(kernels::sm90::bwd_dq_postprocess_first_store_kernel<T::kD>,
                     static_cast<unsigned>(tiles), 128, 0, args, stream, "bwd_dq_postprocess");
     } else
@@ -624,20 +617,6 @@ void backward_16bit(const kernels::AttnArgs& args, cudaStream_t stream, cudaStre
       if (tune().fused90 == 3)  // dK and dV stored by the TMA at every S (run 31b)
         return backward_fused_as_asked<kDtype, typename Config::TmaOrdered,
                                        typename Config::TmaAtomic>(args, stream);
-      if (tune().fused90 == 5)  // dQ finished in the kernel by its last adder (run 43a)
-        return by_tma ? backward_fused_as_asked<kDtype, typename Config::TmaOrderedFinished,
-                                                typename Config::FusedAtomic>(args, stream)
-                      : backward_fused_as_asked<kDtype, typename Config::FusedOrderedFinished,
-                                                typename Config::FusedAtomic>(args, stream);
-      // ... by the consumers, a key tile late, into a dQ of the input dtype whose tile offsets
-      // fit in 32 bits (dq_finish_tile_by_threads); otherwise the default.
-      const int own_code = kDtype == DType::bf16 ? kernels::kOutBF16 : kernels::kOutF16;
-      if (tune().fused90 == 6 && args.grad_code == own_code &&
-          args.dq.row_stride * kernels::kDqTileRows < (1LL << 31))
-        return by_tma ? backward_fused_as_asked<kDtype, typename Config::TmaOrderedFinishedLate,
-                                                typename Config::FusedAtomic>(args, stream)
-                      : backward_fused_as_asked<kDtype, typename Config::FusedOrderedFinishedLate,
-                                                typename Config::FusedAtomic>(args, stream);
     }
     // fused90=4 (default kernels, any build): the staged epilogue at every S, so that the
     // suites' small problems run the kernel of the long walks (scripts/device-run).
