@@ -21,6 +21,7 @@
 #include "flashref/error.hpp"
 #include "kernels/common/args.hpp"
 #include "kernels/common/tile_io.cuh"
+#include "kernels/common/tune.hpp"
 
 namespace flashref::cuda {
 
@@ -133,7 +134,8 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // a block), and a check, not a variant (poison90: 1 fills the ordered fused backward's dQ
 // accumulator with NaN before the kernel that stores its first adds, dispatch.cu, so that a tile
 // read unwritten reaches dQ).
-// Read once; unknown keys and values fall back to 0.
+// Read once (kernels/common/tune.hpp); an unknown key or a value out of its range is an
+// InvalidArgument that names it.
 //
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
@@ -147,42 +149,9 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 #endif
 inline constexpr bool kTuningVariants = FLASHREF_CUDA_TUNING_VARIANTS != 0;
 
-struct Tune {
-  int fwd = 0, dq = 0, dkdv = 0, fwd90 = 0, f32 = 0, f32bwd = 0;
-  int bwd90 = 0;    // the sm90 backward's deterministic dQ: 0 the default, 1 the other one
-  int order90 = 0;  // the sm90 tile order: 0 default; budget 1 none, 2 before run 40a, 3 /2;
-                    // 4 test; 5, 6 wave
-  int fused90 = 0;  // the sm90 fused backward: 0 default, 1 a block per key tile, 2 dQ in step,
-                    // 3, 4 dK and dV stored by the TMA, staged, at every S
-  int grid90 = 0;   // the sm90 persistent backward's blocks at most (0: one per multiprocessor)
-  int poison90 = 0;  // 1: the ordered fused backward's dQ accumulator filled with NaN first
-};
+using kernels::Tune;
 inline const Tune& tune() {
-  static const Tune t = [] {
-    Tune r;
-    const char* s = std::getenv("FLASHREF_CUDA_TUNE");
-    if (s == nullptr) return r;
-    const std::string str(s);
-    auto read = [&](const char* key, int& out, int max) {
-      const std::string k = std::string(key) + "=";
-      const auto pos = str.find(k);
-      if (pos == std::string::npos) return;
-      const int v = std::atoi(str.c_str() + pos + k.size());
-      out = v >= 0 && v <= max ? v : 0;
-    };
-    read("fwd", r.fwd, 3);
-    read("fwd90", r.fwd90, 32);
-    read("dq", r.dq, 1);
-    read("dkdv", r.dkdv, 2);
-    read("f32", r.f32, 2);
-    read("f32bwd", r.f32bwd, 9);
-    read("bwd90", r.bwd90, 1);
-    read("order90", r.order90, 6);
-    read("fused90", r.fused90, 4);
-    read("grid90", r.grid90, 1 << 20);
-    read("poison90", r.poison90, 1);
-    return r;
-  }();
+  static const Tune t = kernels::parse_tune(std::getenv("FLASHREF_CUDA_TUNE"));
   if constexpr (!kTuningVariants) {
     if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || (t.fwd90 != 0 && t.fwd90 != 7) || t.f32 == 2 ||
         (t.f32bwd != 0 && t.f32bwd < 6) || (t.fused90 != 0 && t.fused90 != 4)) {
