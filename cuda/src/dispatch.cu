@@ -89,6 +89,7 @@ BackwardFn find_backward(Family family, DType dtype, int d) {
 }  // namespace
 
 void launch_forward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream_ptr) {
+  tune();  // a bad FLASHREF_CUDA_TUNE is an error here, before any kernel writes
   find_forward(family, dtype, args.d)(args, static_cast<cudaStream_t>(stream_ptr));
 }
 
@@ -172,6 +173,7 @@ void forked(cudaStream_t stream, Body&& body) {
 }  // namespace
 
 void launch_backward(const kernels::AttnArgs& args, Family family, DType dtype, void* stream_ptr) {
+  tune();  // a bad FLASHREF_CUDA_TUNE is an error here, before any kernel writes
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   const BackwardFn backward = find_backward(family, dtype, args.d);
   // L' = L log2(e) and D = rowsum(dO * O) (Alg. 2 line 4); the exact float32 kernels take L
