@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -41,28 +42,26 @@ inline Tune parse_tune(const char* text) {
                                                             {"poison90", {&r.poison90, 1}}};
   std::string names;
   for (const auto& key : keys) names += (names.empty() ? "" : ", ") + key.first;
-  const std::string str(text);
-  for (size_t begin = 0; begin <= str.size();) {
-    size_t end = str.find(',', begin);
-    if (end == std::string::npos) end = str.size();
-    const std::string entry = str.substr(begin, end - begin);
-    begin = end + 1;
+  std::istringstream entries(text);
+  for (std::string entry; std::getline(entries, entry, ',');) {
     if (entry.empty()) continue;
     const size_t eq = entry.find('=');
     const auto key = eq == std::string::npos ? keys.end() : keys.find(entry.substr(0, eq));
     if (key == keys.end())
       throw InvalidArgument("FLASHREF_CUDA_TUNE",
                             "\"" + entry + "\" is not key=N with a known key (" + names + ")");
+    const auto [field, most] = key->second;
     const std::string digits = entry.substr(eq + 1);
-    const int most = key->second.second;
     // At most 8 digits, so that std::stoi cannot overflow before the range check.
-    const bool number = !digits.empty() && digits.size() <= 8 &&
-                        digits.find_first_not_of("0123456789") == std::string::npos;
-    if (!number || std::stoi(digits) > most)
+    const int value = !digits.empty() && digits.size() <= 8 &&
+                              digits.find_first_not_of("0123456789") == std::string::npos
+                          ? std::stoi(digits)
+                          : -1;
+    if (value < 0 || value > most)
       throw InvalidArgument("FLASHREF_CUDA_TUNE", "\"" + entry + "\": " + key->first +
                                                       " takes a whole number from 0 to " +
                                                       std::to_string(most));
-    *key->second.first = std::stoi(digits);
+    *field = value;
   }
   return r;
 }
