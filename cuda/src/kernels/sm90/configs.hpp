@@ -318,6 +318,19 @@ template <typename Traits>
 struct FwdStepVariant<Traits, 32> {
   using type = FwdTraitsExpTurns<Traits>;
 };
+// 33: the configured kernels with each step's wait for its own P~ V held after its softmax
+// (FwdTraitsPinPvWait; the same bits): ptxas put that wait before the first exponential in every
+// default kernel, so the softmax never ran under the product. 34: the same with the full steps'
+// P~ in two register arrays in turn (FwdTraitsTwoPBuffers), so that the packs need not wait for
+// the product either. Run 46a's prediction (docs/perf-notes.md).
+template <typename Traits>
+struct FwdStepVariant<Traits, 33> {
+  using type = FwdTraitsPinPvWait<Traits>;
+};
+template <typename Traits>
+struct FwdStepVariant<Traits, 34> {
+  using type = FwdTraitsTwoPBuffers<FwdTraitsPinPvWait<Traits>>;
+};
 // d = 128: two consumers (three leave each 160 registers, less than S, O and P~ need), three
 // stages (230,488 bytes of the 232,448 a block may have), ping-pong, pipelined, on a persistent
 // grid. Run 9: 1.995 ms on the leaderboard (cuDNN 1.938), without ping-pong 2.385; run 11: the

@@ -46,6 +46,10 @@
 
 namespace flashref::cuda::kernels::sm90 {
 
+// The named barriers: 0 the block's, 1 + c the consumers' ping-pong turns, 3 + c consumer c's
+// O staging (kStoreOByTma), kPinBarrier + c consumer c's arrive-only mark (kPinPvWait).
+inline constexpr int kPinBarrier = 8;
+
 template <typename T>
 __global__ void __launch_bounds__(T::kThreads, 1)
     fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_q,
@@ -471,8 +475,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       }
     }
     // Key tile n (below the first), after the product of the one before it; `narrow` and
-    // `narrow_prev`, the widths of this step and of the one before.
-    auto visit = [&](int n, auto masked, auto narrow, auto narrow_prev) {
+    // `narrow_prev`, the widths of this step and of the one before; P~_{j-1} from p_in, P~_j
+    // into p_out (the same array, or the other one with FwdTraitsTwoPBuffers).
+    auto visit = [&](int n, auto masked, auto narrow, auto narrow_prev, const auto& p_in,
+                     auto& p_out) {
       const int st = it % kStages, st_prev = (it - 1) % kStages;
       float acc_s[kBlockN / 2];
       mbar_wait(bar_k(st), (it / kStages) & 1);
@@ -481,7 +487,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       wgmma_fence();
       issue_s(acc_s, st, narrow);
       wgmma_commit();
-      issue_pv(p_frag, st_prev, narrow_prev);
+      issue_pv(p_in, st_prev, narrow_prev);
       wgmma_commit();
       pass_turn();
       wgmma_wait<1>();  // S_j has landed; P~_{j-1} V_{j-1} may still run
@@ -492,6 +498,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       else
         rescaled = step_softmax<T, kBlockN, decltype(masked)::value>(
             acc_s, row_m, row_l, alpha, limit, n * kBlockN, t, args.scale_log2, exp_turn);
+      if constexpr (T::kPinPvWait)  // (the softmax made before the wait: FwdTraitsPinPvWait)
+        named_bar_arrive_after(kPinBarrier + c, 128,
+                               __float_as_uint(row_l[0]) | __float_as_uint(row_l[1]));
       wgmma_wait<0>();
       fence_registers(acc_o);
       mbar_arrive(bar_empty(st_prev));
@@ -502,7 +511,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc_o[4 * i + e] *= alpha[e / 2];
       }
-      pack_p(p_frag, acc_s, narrow);
+      pack_p(p_out, acc_s, narrow);
     };
     // The narrow steps are a prefix of the walk: a narrow step follows a narrow one.
     for (--n, ++it; n >= 0 && needs_mask(n * kBlockN); --n, ++it) {
@@ -510,22 +519,42 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if (prev_narrow) {
           prev_narrow = narrow_at(row0, n * kBlockN);
           if (prev_narrow)
-            visit(n, Yes{}, Yes{}, Yes{});
+            visit(n, Yes{}, Yes{}, Yes{}, p_frag, p_frag);
           else
-            visit(n, Yes{}, No{}, Yes{});
+            visit(n, Yes{}, No{}, Yes{}, p_frag, p_frag);
           continue;
         }
       }
-      visit(n, Yes{}, No{}, No{});
+      visit(n, Yes{}, No{}, No{}, p_frag, p_frag);
     }
     if constexpr (T::kNarrowSteps) {
       if (prev_narrow && n >= 0) {  // a full tile after a narrow one
-        visit(n, No{}, No{}, Yes{});
+        visit(n, No{}, No{}, Yes{}, p_frag, p_frag);
         --n, ++it;
         prev_narrow = false;
       }
     }
-    for (; n >= 0; --n, ++it) visit(n, No{}, No{}, No{});
+    if constexpr (T::kTwoPBuffers) {
+      // Two steps a turn of the loop, P~ back in p_frag at its end; an odd last step's P~ is
+      // copied back (once a tile).
+      uint32_t p_next[kBlockN / 16][4];
+      for (; n >= 1; n -= 2) {
+        visit(n, No{}, No{}, No{}, p_frag, p_next);
+        ++it;
+        visit(n - 1, No{}, No{}, No{}, p_next, p_frag);
+        ++it;
+      }
+      if (n == 0) {
+        visit(0, No{}, No{}, No{}, p_frag, p_next);
+        --n, ++it;
+#pragma unroll
+        for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) p_frag[kk][e] = p_next[kk][e];
+      }
+    } else {
+      for (; n >= 0; --n, ++it) visit(n, No{}, No{}, No{}, p_frag, p_frag);
+    }
     // Every S of the tile has landed: the producer may load the next tile's Q under the last
     // P~ V and the epilogue.
     mbar_arrive(bar_q_empty(qb));

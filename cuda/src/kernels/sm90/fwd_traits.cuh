@@ -71,6 +71,10 @@ struct FwdTraits {
   // With kPingPong: whether the consumers take their turns around the softmax's exponentials
   // rather than around the issue of their products (FwdTraitsExpTurns).
   static constexpr bool kExpTurns = false;
+  // Whether the full steps' P~ alternates between two register arrays (FwdTraitsTwoPBuffers).
+  static constexpr bool kTwoPBuffers = false;
+  // Whether each step's wait for its P~_{j-1} V_{j-1} comes after its softmax (FwdTraitsPinPvWait).
+  static constexpr bool kPinPvWait = false;
   static constexpr int kTileBytes = kQBytes + 2 * kStages * kKVBytes;
   // The tiles, 1024 bytes to align them for the swizzle, and the mbarriers (Q; K, V and empty
   // per stage; Q empty).
@@ -187,6 +191,31 @@ template <typename Base>
 struct FwdTraitsExpTurns : Base {
   static_assert(Base::kPingPong && Base::kFoldScale && !Base::kLazyOnePass);
   static constexpr bool kExpTurns = true;
+};
+
+// A step's wait for its P~_{j-1} V_{j-1} (WARPGROUP.DEPBAR.LE gsb0, 0x0) held after its
+// softmax. In every default forward's SASS (2026-12-06) ptxas put that wait before the step's
+// first exponential, although the source has it after the softmax: the softmax ran after its own
+// P~ V had landed, not under it, and FlashAttention-3's intra-warpgroup overlap was not there
+// (ptxas moves register-only work across the wait freely; the wait stays after a named barrier,
+// as in fwd90=32's SASS). So each consumer marks its sums made by arriving at a barrier of its
+// own warpgroup (128 threads, arrive only: nobody waits), whose id goes through the sums' bits
+// (hopper.cuh's named_bar_arrive_after), and waits for the product after it. The same
+// operations on the same values: the same bits.
+template <typename Base>
+struct FwdTraitsPinPvWait : Base {
+  static constexpr bool kPinPvWait = true;
+};
+
+// The full steps' P~ in two register arrays, in turn (the main loop unrolled by two), so that a
+// step packs its P~ into registers other than those its P~_{j-1} V_{j-1} reads while it runs:
+// with one array the packs must follow the wait for that product. Alone it moves nothing (ptxas
+// still hoists the wait: FwdTraitsPinPvWait); with the pin, the packs may run among the
+// exponentials. The same bits. 32 more registers a consumer thread (B_k = 128).
+template <typename Base>
+struct FwdTraitsTwoPBuffers : Base {
+  static constexpr bool kTwoPBuffers = true;
+  static_assert(!Base::kTileOverlap, "the overlap's carried P~ is a second array already");
 };
 
 // One in kEvery of each row's exponentials (every kEvery-th pair of columns, its first) computed

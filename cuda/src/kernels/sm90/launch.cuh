@@ -357,7 +357,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
     // pipe, the deferral's two forms, the descriptors, the consumer's index, L2's priorities,
     // the producer's suspended waits, the turns around the exponentials).
     if constexpr (kDtype == DType::bf16) {
-      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || (v >= 30 && v <= 32)) && !unfolded &&
+      if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || (v >= 30 && v <= 34)) && !unfolded &&
           args.causal) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
@@ -389,6 +389,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         if (v == 30) return run(std::integral_constant<int, 30>{});
         if (v == 31) return run(std::integral_constant<int, 31>{});
         if (v == 32) return run(std::integral_constant<int, 32>{});
+        if (v == 33) return run(std::integral_constant<int, 33>{});
+        if (v == 34) return run(std::integral_constant<int, 34>{});
         return run(std::integral_constant<int, 26>{});
       }
     }
