@@ -39,8 +39,7 @@ struct FwdConfig<Element, 64> {
   // 1.019-1.023, no mask 2.089-2.195 -> 2.058-2.170 (minima 2.082-2.084 -> 2.050-2.052), S = 2k
   // (B 16) 0.376-0.380 -> 0.367-0.371, S = 8k (B 4) 1.123-1.124 -> 1.104-1.105: 1.5-2.3% of the
   // 2.3-3.8% the fix had cost (run 33f). The short tiles keep them in the kernel (FwdShortConfig).
-  using Unpinned = FwdTraitsRowsAfter<FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>>;
-  using Traits = FwdTraitsPinPvWait<Unpinned>;
+  using Traits = FwdTraitsRowsAfter<FwdTraitsFoldScale<Element, 64, 3, 3, true, 112, true>>;
   using Unfolded = FwdTraits<Element, 64, 3, 3, true, 112, true>;
 };
 
@@ -92,8 +91,7 @@ struct FwdConfig<Element, 64> {
 template <typename Element>
 struct FwdShortConfig {
   using Base = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;
-  using Unpinned = FwdTraitsNarrowSteps<Base>;
-  using Traits = FwdTraitsPinPvWait<Unpinned>;
+  using Traits = FwdTraitsNarrowSteps<Base>;
   using NoMaskTraits = FwdTraitsTileOverlap<Base>;
   static constexpr int kMaxRows = 2048;
   // Without the mask, where run 38c measured nothing past 1024 (there the tiles overlap their
@@ -320,11 +318,15 @@ template <typename Traits>
 struct FwdStepVariant<Traits, 32> {
   using type = FwdTraitsExpTurns<Traits>;
 };
-// 33: the configured kernels without the pin (FwdConfig::Unpinned, FwdShortConfig::Unpinned;
-// launch.cuh), that is with each step's wait for its own P~ V where ptxas puts it, before the
-// softmax's first exponential. 34: the configured kernels with the full steps' P~ in two register
-// arrays in turn (FwdTraitsTwoPBuffers), so that the packs need not wait for the product either.
-// Run 46a (docs/perf-notes.md).
+// 33: the configured kernels with each step's wait for its own P~ V held after its softmax
+// (FwdTraitsPinPvWait; the same bits): ptxas put that wait before the first exponential in every
+// default kernel, so the softmax never ran under the product. 34: the same with the full steps'
+// P~ in two register arrays in turn (FwdTraitsTwoPBuffers), so that the packs need not wait for
+// the product either. Run 46a's prediction (docs/perf-notes.md).
+template <typename Traits>
+struct FwdStepVariant<Traits, 33> {
+  using type = FwdTraitsPinPvWait<Traits>;
+};
 template <typename Traits>
 struct FwdStepVariant<Traits, 34> {
   using type = FwdTraitsTwoPBuffers<FwdTraitsPinPvWait<Traits>>;
@@ -359,8 +361,7 @@ template <typename Element>
 // rows' max before either row's exponentials (docs/perf-notes.md, run 37c).
 struct FwdConfig<Element, 128> {
   using Base = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
-  using Unpinned = FwdTraitsLazyRescale<Base>;
-  using Traits = FwdTraitsPinPvWait<Unpinned>;
+  using Traits = FwdTraitsLazyRescale<Base>;
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 

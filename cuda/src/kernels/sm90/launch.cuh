@@ -362,13 +362,7 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
           using kernels::sm90::FwdStepVariant;
-          if constexpr (kV == 33) {  // the configured kernels without the pin
-            if constexpr (kD == 64) {
-              using Short = kernels::sm90::FwdShortConfig<Element>;
-              if (Short::takes(args)) return launch_fwd<kDtype, typename Short::Unpinned>(args, stream);
-            }
-            return launch_fwd<kDtype, typename Config::Unpinned>(args, stream);
-          } else if constexpr (kD == 64) {
+          if constexpr (kD == 64) {
             using Short = kernels::sm90::FwdShortConfig<Element>;
             if (Short::takes(args))
               return launch_fwd<kDtype, typename FwdStepVariant<typename Short::Traits, kV>::type>(
