@@ -322,7 +322,12 @@ struct FwdStepVariant<Traits, 32> {
 // (FwdTraitsPinPvWait; the same bits): ptxas put that wait before the first exponential in every
 // default kernel, so the softmax never ran under the product. 34: the same with the full steps'
 // P~ in two register arrays in turn (FwdTraitsTwoPBuffers), so that the packs need not wait for
-// the product either. Run 46a's prediction (docs/perf-notes.md).
+// the product either (C7511 on d = 64's 192-row tiles). Not taken: run 46c (bench/results/
+// 2026-12-06-h100-run46c, H100, medians of 30, two rounds, ms, default -> 33 / 34) measured d = 64
+// S = 1k (B 32) 0.2116, 0.2110 -> 0.2158, 0.2155 / 0.2144, 0.2139; 2k (B 16) 0.3468, 0.3483 ->
+// 0.3478, 0.3484 / 0.3417, 0.3416; the leaderboard 1.0170, 1.0178 -> 1.0554, 1.0507; d = 128 S =
+// 1k 0.2952, 0.2954 -> 0.2930, 0.2936 / 0.2950, 0.2949; the leaderboard (minima) 1.5815 -> 1.5611
+// / 1.5595. The same bits (450 problems). d = 128's 1% waits for the suites on it.
 template <typename Traits>
 struct FwdStepVariant<Traits, 33> {
   using type = FwdTraitsPinPvWait<Traits>;
