@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run 46c: run 46b's checks and times alone, on run 46b's binaries (commit 3e48f2e, whose
-# default held each step's P~ V wait after its softmax and whose fwd90=33 ran the kernels
+# Run 46c: run 46b's checks and times alone (runs 46a and 46b's calls found no machine; their
+# scripts are in git history, commits 1372f3b-2ae7797), on run 46b's binaries (commit 3e48f2e,
+# whose default held each step's P~ V wait after its softmax and whose fwd90=33 ran the kernels
 # without it; main reverted that default after eight starts found no machine, so on main 33 is
 # the pin). The awkward shapes on 3e48f2e's fwd90=33 (unpinned) and 34 (pinned, two P~ arrays),
 # scripts/cuda-bits of its default against 33, then the forward timed, two rounds in turn
