@@ -352,13 +352,15 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
         return launch_fwd<kDtype, typename FwdVariant<Element, 128, 5>::Traits>(args, stream);
       }
     }
-    // 8-11, 23-26 and 30-32: bf16, causal, for a positive scale: the configured kernel with one
+    // 8-11, 23-26 and 30-34: bf16, causal, for a positive scale: the configured kernel with one
     // of FwdStepVariant's options (configs.hpp: the softmax's tree max, exponentials on the FMA
     // pipe, the deferral's two forms, the descriptors, the consumer's index, L2's priorities,
-    // the producer's suspended waits, the turns around the exponentials).
+    // the producer's suspended waits, the turns around the exponentials, the pinned P~ V wait).
     if constexpr (kDtype == DType::bf16) {
+      // 33 and 34 also without the mask at d = 128, whose one kernel runs both.
+      const bool masks_ok = args.causal || (kD == 128 && (v == 33 || v == 34));
       if (((v >= 8 && v <= 11) || (v >= 23 && v <= 26) || (v >= 30 && v <= 34)) && !unfolded &&
-          args.causal) {
+          masks_ok) {
         auto run = [&](auto variant) {
           constexpr int kV = decltype(variant)::value;
           using kernels::sm90::FwdStepVariant;
