@@ -3,10 +3,13 @@
 # goal's d = 128 grid, causal and without the mask, and 34 on d = 64's short tiles past S = 1k,
 # against the default, two rounds in turn (medians of 30). First the checks: the awkward shapes
 # on 33 and 34, and scripts/cuda-bits of 34 against the default (the same bits by construction).
+# On an H200 the goal's table comes first (goal_table).
 # There: bash bench/results/2026-12-06-run47a/call.sh, carrying .device built at this commit.
 set -u
 cd "$(dirname "$0")/../../.."
 source scripts/device-call-lib.sh
+# On an H200 (none lent since run 39a), the goal's table first, on the landed defaults.
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then goal_table 170; fi
 fwd_nomask() {
   echo "bench fwd-nomask $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 "$fr" bench --backends cuda \
     --dtype bf16 --reps 30 --warmup 5 --json --shape "$2" --mask none 2>&1 | tr -d '\n' |
