@@ -63,6 +63,13 @@ class RingBackend final : public Backend {
     return s;
   }
 
+  // Each rank runs its blocks on the inner backend, whose choice depends on the head dim, the
+  // dtype and the options, not on the block.
+  std::string plan(const Problem& p, const ExecutionOptions& options) const override {
+    const std::string inner = inner_->plan(p, options);
+    return inner.empty() ? "" : "each rank on " + inner_->name() + ": " + inner;
+  }
+
   void forward(const ForwardParams& params) const override {
     validate(params);
     require(params.problem);

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -173,6 +174,13 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   MemorySpace memory_space() const override { return MemorySpace::device; }
   const DeviceRuntime* device_runtime() const override { return &runtime_; }
+
+  std::string plan(const Problem& p, const ExecutionOptions& options) const override {
+    const DeviceInfo& info = device_info();
+    if (!info.ok) return "";
+    return family_choice(info.arch, p.dtype, p.d, options.allow_tf32,
+                         family_override_from(std::getenv("FLASHREF_CUDA_FAMILY")));
+  }
 
   Support supports(const Problem& p) const override {
     const DeviceInfo& info = device_info();

@@ -62,6 +62,57 @@ Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, Family
   return Family::sm80;
 }
 
+namespace {
+
+// Why the wgmma families (sm90, sm90_3xtf32) do not run head dim d on this arch and build, or ""
+// when they do.
+std::string why_not_hopper(int arch, long long d) {
+  if (!sm90_built()) {
+    return "this build has no sm_90a kernels (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
+  }
+  if (arch != 90) {
+    return "compute capability " + std::to_string(arch / 10) + "." + std::to_string(arch % 10) +
+           ": the wgmma kernels are sm_90a code, which runs on 9.0 only";
+  }
+  if (d <= 32 || d > 128) {
+    return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128), d = " +
+           std::to_string(d) + " is not";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
+  const Family f = choose_family(arch, dtype, d, allow_tf32, o);
+  const std::string name = family_name(f);
+  const std::string not_hopper = why_not_hopper(arch, d);
+  const std::string padded = d == 64 || d == 128 ? ""
+                                                 : " (d = " + std::to_string(d) + " padded to " +
+                                                       std::to_string(d <= 64 ? 64 : 128) + ")";
+  switch (f) {
+    case Family::sm90:
+      return name + ": wgmma, TMA and warp specialization, compute capability 9.0" + padded;
+    case Family::sm90_3xtf32:
+      return name + ": exact float32 as three TF32 wgmma a product, compute capability 9.0" +
+             padded;
+    case Family::sm80_tf32:
+      return name + ": float32 with allow_tf32 runs on the TF32 mma.sync kernels on every arch";
+    case Family::sm80_3xtf32:
+      return name + ": exact float32 as 3xTF32 on mma.sync, as FLASHREF_CUDA_FAMILY=3xtf32 asks";
+    case Family::ffma:
+      return name + ": exact float32 on the FMA units; " +
+             (o == FamilyOverride::ffma ? std::string("FLASHREF_CUDA_FAMILY=ffma asks for it")
+                                        : not_hopper);
+    case Family::sm80:
+      if (o == FamilyOverride::sm80) return name + ": mma.sync, as FLASHREF_CUDA_FAMILY=sm80 asks";
+      return name + ": mma.sync m16n8k16; " +
+             (not_hopper.empty() ? "d = " + std::to_string(d) + " is not a multiple of 8"
+                                 : not_hopper);
+  }
+  return name;
+}
+
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32) {
   static const FamilyOverride from_env = family_override_from(std::getenv("FLASHREF_CUDA_FAMILY"));
   return choose_family(arch, dtype, d, allow_tf32, from_env);

@@ -51,6 +51,12 @@ Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, Family
 // The same with FLASHREF_CUDA_FAMILY's override, read once per process.
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32);
 
+// Why choose_family(arch, dtype, d, allow_tf32, o) picks the family it picks, in one line that
+// starts with the family's name ("sm80: mma.sync m16n8k16; the wgmma kernels are compiled for
+// head dims 64 and 128 (d in 33..128), d = 256 is not"): what a user whose problem did not run
+// on the Hopper kernels needs to know. The cuda backend's plan().
+std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o);
+
 // Whether this build compiled the sm90 family (CMAKE_CUDA_ARCHITECTURES has 90a).
 bool sm90_built();
 

@@ -49,6 +49,16 @@ class Backend {
   virtual const DeviceRuntime* device_runtime() const { return nullptr; }
   // Whether this backend can run the problem; cheap, launches nothing.
   virtual Support supports(const Problem& p) const = 0;
+  // Which of its kernels would run the problem with these options, and why those, in one line;
+  // "" for a backend with one way to run everything. cuda names its kernel family and the reason
+  // ("sm80: mma.sync m16n8k16; the wgmma kernels are compiled for head dims 64 and 128 ..."),
+  // so that a problem that did not reach the Hopper kernels says why. Cheap, launches nothing;
+  // what supports() refuses, it need not explain.
+  virtual std::string plan(const Problem& p, const ExecutionOptions& options) const {
+    (void)p;
+    (void)options;
+    return "";
+  }
   // Writes O and L. Validates first (InvalidArgument, nothing written); throws Unsupported
   // when supports() says no.
   virtual void forward(const ForwardParams& p) const = 0;

@@ -189,6 +189,26 @@ TEST(CudaBackend, SupportsExplainsHeadDimsItCannotLoad) {
   EXPECT_TRUE(b->supports(make_problem(1, 1, 1, 10, 10, 256, Mask::none, DType::f16)).ok);
 }
 
+// plan() names the family that runs a problem and why (family.cpp's family_choice): d = 256
+// is on the mma.sync kernels on every arch, and says that the wgmma ones stop at 128. Without
+// a GPU there is no choice to explain.
+TEST(CudaBackend, PlanNamesTheFamilyAndWhy) {
+  const std::unique_ptr<Backend> b = make_backend("cuda");
+  const Problem d256 = make_problem(1, 1, 1, 10, 10, 256, Mask::none, DType::bf16);
+  if (!cuda_test::gpu_support().ok) {
+    EXPECT_EQ(b->plan(d256, {}), "");
+    return;
+  }
+  const std::string plan = b->plan(d256, {});
+  EXPECT_EQ(plan.rfind("sm80: ", 0), 0u) << plan;
+  EXPECT_THAT(plan, HasSubstr("256"));
+  ExecutionOptions tf32;
+  tf32.allow_tf32 = true;
+  EXPECT_EQ(b->plan(make_problem(1, 1, 1, 10, 10, 64, Mask::none, DType::f32), tf32)
+                .rfind("sm80_tf32: ", 0),
+            0u);
+}
+
 TEST(CudaRuntime, MovesBytesAndTimesLaunches) {
   FLASHREF_REQUIRE_GPU();
   const std::unique_ptr<Backend> b = make_backend("cuda");

@@ -135,6 +135,57 @@ TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32OrFfmaAndAnythingElseIsNa
   }
 }
 
+// family_choice says which family runs a problem and why; the reason names what kept a problem
+// off the wgmma kernels (what the cuda backend's plan() returns, and `flashref bench` prints).
+TEST(CudaFamily, TheChoiceSaysWhichFamilyAndWhy) {
+  const FamilyOverride none = FamilyOverride::none;
+  auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  for (DType t : {DType::bf16, DType::f16}) {
+    const std::string d256 = family_choice(90, t, 256, false, none);
+    EXPECT_EQ(d256.rfind("sm80: ", 0), 0u) << d256;
+    EXPECT_TRUE(sm90_built()
+                    ? has(d256, "compiled for head dims 64 and 128") && has(d256, "d = 256 is not")
+                    : has(d256, "lacks 90a"))
+        << d256;
+    const std::string ampere = family_choice(86, t, 64, false, none);
+    EXPECT_EQ(ampere.rfind("sm80: ", 0), 0u) << ampere;
+    EXPECT_TRUE(sm90_built() ? has(ampere, "compute capability 8.6") : has(ampere, "lacks 90a"))
+        << ampere;
+    const std::string forced = family_choice(90, t, 64, false, FamilyOverride::sm80);
+    EXPECT_TRUE(has(forced, "FLASHREF_CUDA_FAMILY=sm80")) << forced;
+    if (sm90_built()) {
+      EXPECT_EQ(family_choice(90, t, 64, false, none).rfind("sm90: ", 0), 0u);
+      const std::string d96 = family_choice(90, t, 96, false, none);
+      EXPECT_EQ(d96.rfind("sm90: ", 0), 0u) << d96;
+      EXPECT_TRUE(has(d96, "d = 96 padded to 128")) << d96;
+    }
+  }
+  // Every choice starts with the chosen family's name.
+  for (int arch : {80, 90}) {
+    for (DType t : {DType::bf16, DType::f16, DType::f32}) {
+      for (long long d : {8, 40, 64, 96, 128, 256}) {
+        for (bool tf32 : {false, true}) {
+          for (FamilyOverride o :
+               {none, FamilyOverride::sm80, FamilyOverride::three_tf32, FamilyOverride::ffma}) {
+            const std::string name = family_name(choose_family(arch, t, d, tf32, o));
+            const std::string why = family_choice(arch, t, d, tf32, o);
+            EXPECT_EQ(why.rfind(name + ": ", 0), 0u) << why;
+            EXPECT_GT(why.size(), name.size() + 10) << why;
+          }
+        }
+      }
+    }
+  }
+  const std::string ffma = family_choice(90, DType::f32, 256, false, none);
+  EXPECT_EQ(ffma.rfind("ffma: ", 0), 0u) << ffma;
+  EXPECT_TRUE(sm90_built() ? has(ffma, "d = 256 is not") : has(ffma, "lacks 90a")) << ffma;
+  EXPECT_TRUE(has(family_choice(90, DType::f32, 64, false, FamilyOverride::ffma),
+                  "FLASHREF_CUDA_FAMILY=ffma"));
+  EXPECT_TRUE(has(family_choice(90, DType::f32, 64, true, none), "allow_tf32"));
+}
+
 TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
   Problem p;
   p.dtype = DType::bf16;

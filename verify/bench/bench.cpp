@@ -101,6 +101,7 @@ std::vector<BenchRow> bench_backend(const Backend& backend, const BenchConfig& c
   auto measure = [&](const std::string& pass, const std::function<void()>& call, double flops) {
     BenchRow row;
     row.backend = backend.name();
+    row.plan = backend.plan(p, c.exec);
     row.pass = pass;
     row.problem = p;
     row.tile_q = c.exec.tile_q;
@@ -166,6 +167,7 @@ nlohmann::json to_json(const BenchRow& r) {
                       {"device", r.device}};
   if (!r.sweep.empty()) j["sweep"] = r.sweep;
   if (!r.label.empty()) j["label"] = r.label;
+  if (!r.plan.empty()) j["plan"] = r.plan;
   return j;
 }
 

@@ -113,8 +113,11 @@ int run_bench(const BenchSettings& s) {
       verify::BenchConfig config = base;
       config.problem = point.problem;
       config.backward = point.backward;
-      if (!s.json)
-        std::cerr << "flashref bench: " << name << ": " << describe(point.problem) << "\n";
+      if (!s.json) {
+        const std::string plan = backend->plan(point.problem, config.exec);
+        std::cerr << "flashref bench: " << name << ": " << describe(point.problem)
+                  << (plan.empty() ? "" : " on " + plan) << "\n";
+      }
       for (verify::BenchRow& row : verify::bench_backend(*backend, config)) {
         row.sweep = sweep_name;
         row.label = point.label;

@@ -47,6 +47,7 @@ struct BenchRow {
   std::string device;  // the CPU model or the device name
   std::string sweep;   // the named sweep this row belongs to, if any
   std::string label;   // the sweep point's label, if any
+  std::string plan;    // Backend::plan(): which kernels ran, and why ("" when one way)
 };
 
 // Throws InvalidArgument for bad settings (reps < 1, warmup < 0, a problem validate() rejects)
