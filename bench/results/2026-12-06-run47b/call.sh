@@ -29,5 +29,5 @@ for round in 0 1; do
     for tu in "${tunes[@]}"; do fwd "$tu" $shape "$tu"; done
   done
 done | tee $OUT/times.txt
-suites 585
+suites $((${CALL_LIMIT:-600} - 15))
 date -u
