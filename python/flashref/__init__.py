@@ -31,6 +31,18 @@ def backends() -> list:
     return list(_core.backend_names())
 
 
+def plan(backend: str, shape, *, heads_kv=None, mask: str = "none", dtype: str = "bf16",
+         allow_tf32: bool = False) -> str:
+    """Which of `backend`'s kernels would run a problem of `shape` (B, H, S_q, S_k, d), and why,
+    in one line; "" for a backend with one way to run everything. The cuda backend names its
+    kernel family: "sm80: mma.sync m16n8k16; the wgmma kernels are compiled for head dims 64
+    and 128 (d in 33..128), d = 256 is not" says that a problem did not reach the Hopper
+    kernels, and why. heads_kv: H_kv (default H). Launches nothing."""
+    B, H, S_q, S_k, d = shape
+    return _core.plan(backend, B, H, H if heads_kv is None else heads_kv, S_q, S_k, d, mask,
+                      dtype, allow_tf32)
+
+
 try:  # The torch layer: only when torch imports.
     from ._torch import FlashAttentionFunction, attention  # noqa: E402
 except ImportError as _torch_missing:  # pragma: no cover - depends on the machine
@@ -51,5 +63,5 @@ except ImportError as _torch_missing:  # pragma: no cover - depends on the machi
 __all__ = [
     "check", "reference", "trace_states", "fuzz", "check_function", "attention",
     "FlashAttentionFunction", "Report", "Finding", "TensorVerdict", "StatesVerdict", "Divergence",
-    "FuzzResult", "testing", "backends", "FINDING_CODES",
+    "FuzzResult", "testing", "backends", "plan", "FINDING_CODES",
 ]

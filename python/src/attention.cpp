@@ -185,6 +185,19 @@ void gold_backward(const AnyArray& q, const AnyArray& k, const AnyArray& v, cons
   write_f64(b.dV, dv, "dv");
 }
 
+// Backend::plan() of the named backend for a problem of these sizes (what would run it, and
+// why; "" for a backend with one way).
+std::string plan(const std::string& backend, std::int64_t B, std::int64_t H, std::int64_t H_kv,
+                 std::int64_t S_q, std::int64_t S_k, std::int64_t d, const std::string& mask,
+                 const std::string& dtype, bool allow_tf32) {
+  Problem p = make_problem(B, H, H_kv, S_q, S_k, d, parse_mask_arg(mask, "mask"),
+                           parse_dtype_arg(dtype, "dtype"));
+  validate(p);
+  ExecutionOptions options;
+  options.allow_tf32 = allow_tf32;
+  return make_backend(backend)->plan(p, options);
+}
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
@@ -204,6 +217,9 @@ void bind_attention(nb::module_& m) {
         nb::arg("do_"), nb::arg("dq"), nb::arg("dk"), nb::arg("dv"), nb::arg("mask"),
         nb::arg("scale"), "The float64 gold's dQ, dK, dV for float64 host arrays.");
   m.def("backend_names", &backend_names, "The backends this build has.");
+  m.def("plan", &plan, nb::arg("backend"), nb::arg("B"), nb::arg("H"), nb::arg("H_kv"),
+        nb::arg("S_q"), nb::arg("S_k"), nb::arg("d"), nb::arg("mask"), nb::arg("dtype"),
+        nb::arg("allow_tf32"), "Which of the backend's kernels would run the problem, and why.");
 }
 
 }  // namespace flashref::python

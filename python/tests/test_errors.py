@@ -90,3 +90,18 @@ def test_bad_fuzz_arguments_name_themselves():
         assert str(e.value).startswith(name + ":"), (name, str(e.value))
     with pytest.raises(TypeError, match="^fn:"):
         flashref.fuzz(42, array="numpy")
+
+
+def test_plan_says_which_kernels_and_why():
+    # Host backends have one way to run a problem; cuda names its family and the reason (without
+    # a GPU it has no choice to explain). A bad problem or backend is a ValueError naming it.
+    assert flashref.plan("cpu", (1, 2, 64, 64, 64)) == ""
+    if "cuda" in flashref.backends():
+        d256 = flashref.plan("cuda", (1, 1, 16, 16, 256), dtype="bf16")
+        assert d256 == "" or (d256.startswith("sm80: ") and "256" in d256), d256
+    with pytest.raises(ValueError, match="backend"):
+        flashref.plan("tpu", (1, 1, 16, 16, 64))
+    with pytest.raises(ValueError, match="mask"):
+        flashref.plan("cpu", (1, 1, 16, 16, 64), mask="upper")
+    with pytest.raises(ValueError):
+        flashref.plan("cpu", (1, 3, 16, 16, 64), heads_kv=2)  # H not a multiple of H_kv
