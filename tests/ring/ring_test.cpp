@@ -122,6 +122,29 @@ class FailsOnRows final : public Backend {
   }
 };
 
+// A backend with more than one way to run a problem: its plan says which, from the options.
+class Planned final : public Backend {
+ public:
+  std::string name() const override { return "planned"; }
+  Support supports(const Problem&) const override { return {}; }
+  std::string plan(const Problem& p, const ExecutionOptions& o) const override {
+    return "kernel " + std::to_string(p.d) + (o.allow_tf32 ? " on tf32" : "");
+  }
+  void forward(const ForwardParams&) const override {}
+  void backward(const BackwardParams&) const override {}
+};
+
+// The ring's ranks run their blocks on the inner backend: its plan is the inner's, said per
+// rank; a backend with one way (the cpu) has none.
+TEST(Ring, PlanIsTheInnerBackendsForEachRank) {
+  const Problem p = make_problem(1, 2, 1, 24, 24, 8, Mask::causal_top_left);
+  ExecutionOptions tf32;
+  tf32.allow_tf32 = true;
+  EXPECT_EQ(make_ring_backend(std::make_shared<Planned>(), 3)->plan(p, tf32),
+            "each rank on planned: kernel 8 on tf32");
+  EXPECT_EQ(make_ring_backend(make_backend("cpu"), 2)->plan(p, {}), "");
+}
+
 TEST(Ring, FailureOnOneRankReachesTheCallerWithoutHanging) {
   const auto ring = make_ring_backend(std::make_shared<FailsOnRows>(), 3);
   const VerifyCase c = [] {
