@@ -3,9 +3,9 @@
 #   $b, $fr       the staged programs' folder (.device/bin.tar.xz unpacked) and flashref
 #   $T            $OUT/tests.log, each step's output; $OUT/steps.txt, one line a step
 #   step NAME LIMIT CMD...     runs CMD under `timeout LIMIT`, logs it, prints rc, time, last line
-#   fwd LABEL SHAPE [TUNE]     `flashref bench` forward, causal bf16, medians of 30, with
-#                              FLASHREF_CUDA_TUNE=TUNE: one line "bench fwd LABEL SHAPE [(pass,
-#                              median ms, min ms)]"
+#   fwd LABEL SHAPE [TUNE]     `flashref bench` forward, causal bf16 (FWD_MASK=none: without the
+#                              mask), medians of 30, with FLASHREF_CUDA_TUNE=TUNE: one line
+#                              "bench fwd LABEL SHAPE [(pass, median ms, min ms)]"
 #   bwd LABEL SHAPE [TUNE]     `flashref bench` backward, causal bf16, medians of 20: one line
 #                              "bench bwd LABEL SHAPE [(pass, median ms)]"
 #   bwd_rounds TUNE SHAPE...   bwd of the default and of TUNE on each SHAPE, two rounds, the
@@ -39,7 +39,8 @@ step() {
 }
 fwd() {
   echo "bench fwd $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 "$fr" bench --backends cuda --dtype bf16 \
-    --reps 30 --warmup 5 --json --shape "$2" --mask causal 2>&1 | tr -d '\n' | python3 -c \
+    --reps 30 --warmup 5 --json --shape "$2" --mask "${FWD_MASK:-causal}" 2>&1 | tr -d '\n' |
+    python3 -c \
     "import json,sys; r=json.load(sys.stdin); print([(x['pass'], round(x['median_ms'],4), round(x.get('min_ms',0),4)) for x in r])")"
 }
 bwd() {

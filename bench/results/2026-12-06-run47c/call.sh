@@ -9,18 +9,12 @@
 set -u
 cd "$(dirname "$0")/../../.."
 source scripts/device-call-lib.sh
-fwd_nomask() {
-  echo "bench fwd-nomask $1 $2 $(FLASHREF_CUDA_TUNE=${3:-} timeout 60 "$fr" bench --backends cuda \
-    --dtype bf16 --reps 30 --warmup 5 --json --shape "$2" --mask none 2>&1 | tr -d '\n' |
-    python3 -c "import json,sys; r=json.load(sys.stdin); \
-print([(x['pass'], round(x['median_ms'],4), round(x.get('min_ms',0),4)) for x in r])")"
-}
 for round in 0 1; do
   tunes=(fwd90=0 fwd90=33); ((round)) && tunes=(fwd90=33 fwd90=0)
   for shape in 2,16,16384,16384,128 1,16,16384,16384,128; do
     for tu in "${tunes[@]}"; do fwd "$tu" $shape "$tu"; done
   done
-  for tu in "${tunes[@]}"; do fwd_nomask "$tu" 1,16,16384,16384,128 "$tu"; done
+  for tu in "${tunes[@]}"; do FWD_MASK=none fwd "$tu-nomask" 1,16,16384,16384,128 "$tu"; done
   tunes=(fwd90=0 fwd90=34); ((round)) && tunes=(fwd90=34 fwd90=0)
   for tu in "${tunes[@]}"; do fwd "$tu" 16,16,2048,2048,64 "$tu"; done
 done | tee $OUT/times.txt
