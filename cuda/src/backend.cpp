@@ -7,7 +7,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -178,8 +177,7 @@ class CudaBackend final : public Backend {
   std::string plan(const Problem& p, const ExecutionOptions& options) const override {
     const DeviceInfo& info = device_info();
     if (!info.ok) return "";
-    return family_choice(info.arch, p.dtype, p.d, options.allow_tf32,
-                         family_override_from(std::getenv("FLASHREF_CUDA_FAMILY")));
+    return family_choice(info.arch, p.dtype, p.d, options.allow_tf32, family_override_from_env());
   }
 
   Support supports(const Problem& p) const override {

@@ -113,9 +113,13 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
   return name;
 }
 
-Family choose_family(int arch, DType dtype, long long d, bool allow_tf32) {
+FamilyOverride family_override_from_env() {
   static const FamilyOverride from_env = family_override_from(std::getenv("FLASHREF_CUDA_FAMILY"));
-  return choose_family(arch, dtype, d, allow_tf32, from_env);
+  return from_env;
+}
+
+Family choose_family(int arch, DType dtype, long long d, bool allow_tf32) {
+  return choose_family(arch, dtype, d, allow_tf32, family_override_from_env());
 }
 
 Support family_supports(Family f, const Problem& p) {

@@ -48,7 +48,9 @@ FamilyOverride family_override_from(const char* value);
 // Hopper at d in 33..128, elsewhere on ffma (the mma.sync 3xTF32 kernels measured slower on the
 // H200 in all but one pass: docs/cuda.md).
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o);
-// The same with FLASHREF_CUDA_FAMILY's override, read once per process.
+// FLASHREF_CUDA_FAMILY's override, read once per process.
+FamilyOverride family_override_from_env();
+// The same with FLASHREF_CUDA_FAMILY's override.
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32);
 
 // Why choose_family(arch, dtype, d, allow_tf32, o) picks the family it picks, in one line that
