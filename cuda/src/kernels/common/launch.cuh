@@ -114,10 +114,11 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // provably warp-uniform, 25 both, 26 25 with the deferral in one pass, 27 d = 128's O stored
 // by a warp of the producer's, 29 that with narrow steps, 28 d = 64's short tiles up to
 // S_q = 4096 (2048 without the mask), 30 L2's eviction priorities, 31 the producer suspending
-// between its tries for a free stage, 32 the consumers' turns around the exponentials;
-// configs.hpp), the float32 tiles (f32: 0 automatic, 1 large tiles, 2
-// small tiles, for the backward too; kernels/ffma/configs.hpp), the float32 backward's version
-// (f32bwd: 0 paired lanes, 1 plain;
+// between its tries for a free stage, 32 the consumers' turns around the exponentials, 33
+// and 34 the other choice of the pinned P~ V wait and of two P~ arrays, 35 d = 64's long-walk
+// short tiles on every causal problem the short tiles take; configs.hpp), the float32 tiles
+// (f32: 0 automatic, 1 large tiles, 2 small tiles, for the backward too;
+// kernels/ffma/configs.hpp), the float32 backward's version (f32bwd: 0 paired lanes, 1 plain;
 // on the sm90_3xtf32 family 7 and 8 one pass on wgmma, 9 ffma's two passes, 2-5 other groups,
 // kernels/sm90/launch.cuh),
 // the sm90 backward's deterministic dQ strategy (bwd90: 1 the one that is not the default,
@@ -140,10 +141,10 @@ void launch_per_key_tile(Kernel kernel, int smem, const kernels::AttnArgs& args,
 // The alternatives are compiled only with the CMake option FLASHREF_CUDA_TUNING_VARIANTS
 // (scripts/device-build turns it on for the GPU runs that time them): they are experiments
 // kept beside the product, with their measured reasons in the configs and docs/perf-notes.md.
-// Without it, asking for one (every non-zero value above except f32=1, fwd90=7 and fused90=4,
-// which pick among the default kernels, f32bwd=6-9, the default's float32 backward or ffma's,
-// bwd90=1, order90, grid90 and poison90) is an error that says so, never a quiet fall back to the
-// default.
+// Without it, asking for one (every non-zero value above except f32=1, fwd90=7 and 35, and
+// fused90=4, which pick among the default kernels, f32bwd=6-9, the default's float32 backward or
+// ffma's, bwd90=1, order90, grid90 and poison90) is an error that says so, never a quiet fall back
+// to the default.
 #ifndef FLASHREF_CUDA_TUNING_VARIANTS
 #define FLASHREF_CUDA_TUNING_VARIANTS 0
 #endif
@@ -153,8 +154,8 @@ using kernels::Tune;
 inline const Tune& tune() {
   static const Tune t = kernels::parse_tune(std::getenv("FLASHREF_CUDA_TUNE"));
   if constexpr (!kTuningVariants) {
-    if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || (t.fwd90 != 0 && t.fwd90 != 7) || t.f32 == 2 ||
-        (t.f32bwd != 0 && t.f32bwd < 6) || (t.fused90 != 0 && t.fused90 != 4)) {
+    if (t.fwd != 0 || t.dq != 0 || t.dkdv != 0 || (t.fwd90 != 0 && t.fwd90 != 7 && t.fwd90 != 35) ||
+        t.f32 == 2 || (t.f32bwd != 0 && t.f32bwd < 6) || (t.fused90 != 0 && t.fused90 != 4)) {
       throw Unsupported(std::string("cuda backend: FLASHREF_CUDA_TUNE=\"") +
                         std::getenv("FLASHREF_CUDA_TUNE") +
                         "\" asks for a tuning variant, and this build has none compiled (they "

@@ -30,7 +30,7 @@ inline Tune parse_tune(const char* text) {
   Tune r;
   if (text == nullptr) return r;
   const std::map<std::string, std::pair<int*, int>> keys = {{"fwd", {&r.fwd, 3}},
-                                                            {"fwd90", {&r.fwd90, 34}},
+                                                            {"fwd90", {&r.fwd90, 35}},
                                                             {"dq", {&r.dq, 1}},
                                                             {"dkdv", {&r.dkdv, 2}},
                                                             {"f32", {&r.f32, 2}},

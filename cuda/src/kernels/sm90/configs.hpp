@@ -93,6 +93,16 @@ struct FwdShortConfig {
   using Base = FwdTraitsHandTile<FwdTraitsFoldScale<Element, 64, 2, 3, true, 128, true>>;
   using Traits = FwdTraitsNarrowSteps<Base>;
   using NoMaskTraits = FwdTraitsTileOverlap<Base>;
+  // Walks past kShortWalkKeys keys (S_k, with the causal mask): each step's P~ V wait held after
+  // its softmax, the full steps' P~ in two register arrays in turn (FwdTraitsPinPvWait,
+  // FwdTraitsTwoPBuffers; the same bits). Run 46c (bench/results/2026-12-06-h100-run46c, H100,
+  // medians of 30, two rounds, ms, without -> with): S = 2k (B 16) 0.3468, 0.3483 -> 0.3417,
+  // 0.3416, but 1k (B 32) 0.2116, 0.2110 -> 0.2144, 0.2139: the gain is the full steps', and
+  // a 1k walk has few. Run 47b: below. fwd90=34 runs the other choice of each walk; fwd90=35 (a
+  // default kernel, in any build) this one on every causal problem the short tiles take, so
+  // that the suites' small problems run it.
+  using LongWalkTraits = FwdTraitsTwoPBuffers<FwdTraitsPinPvWait<Traits>>;
+  static constexpr int kShortWalkKeys = 1024;
   static constexpr int kMaxRows = 2048;
   // Without the mask, where run 38c measured nothing past 1024 (there the tiles overlap their
   // first step with the last one's tail, and every tile walks every key tile).
@@ -364,9 +374,17 @@ template <typename Element>
 // d = 64, where it was slower (S = 1k 0.2296, 0.2265 -> 0.2323, 0.2317; 2k +1.6%; the
 // leaderboard level): its softmax is the step's critical path, and the deferral takes both
 // rows' max before either row's exponentials (docs/perf-notes.md, run 37c).
+//
+// Each step's wait for its own P~ V held after its softmax (FwdTraitsPinPvWait; the same bits):
+// ptxas put that wait before the step's first exponential, so the softmax never ran under the
+// product (docs/perf-notes.md, run 46a). Run 46c (bench/results/2026-12-06-h100-run46c, H100,
+// medians of 30, two rounds, ms, without -> with): S = 1k (B 32) 0.2952, 0.2954 -> 0.2930,
+// 0.2936; the leaderboard in minima 1.5815 -> 1.5611. Run 47b on the goal's grid: below.
+// fwd90=33 runs the other choice (Deferred, unpinned).
 struct FwdConfig<Element, 128> {
   using Base = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
-  using Traits = FwdTraitsLazyRescale<Base>;
+  using Deferred = FwdTraitsLazyRescale<Base>;
+  using Traits = FwdTraitsPinPvWait<Deferred>;
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 
@@ -384,7 +402,7 @@ struct FwdConfig<Element, 128> {
 // were not the cost, and 29 gains nothing over the default.
 template <typename Element>
 struct FwdVariant<Element, 128, 27> {
-  using Traits = FwdTraitsStoreWarp<typename FwdConfig<Element, 128>::Traits>;
+  using Traits = FwdTraitsStoreWarp<typename FwdConfig<Element, 128>::Deferred>;
 };
 template <typename Element>
 struct FwdVariant<Element, 128, 29> {

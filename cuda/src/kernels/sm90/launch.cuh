@@ -285,12 +285,15 @@ void forward_3xtf32(const kernels::AttnArgs& args, cudaStream_t stream) {
   launch_fwd_3xtf32<Base>(args, stream);
 }
 
-// d = 64's short tiles (FwdShortConfig): their causal kernel, or the overlapping one without
-// the mask.
+// d = 64's short tiles (FwdShortConfig): their causal kernel for short walks, the one for long
+// walks (or everywhere, fwd90=35: a default kernel, for the suites), or the overlapping one
+// without the mask.
 template <DType kDtype, typename Element>
 void launch_fwd_short(const kernels::AttnArgs& args, cudaStream_t stream) {
   using Short = kernels::sm90::FwdShortConfig<Element>;
   if (!args.causal) return launch_fwd<kDtype, typename Short::NoMaskTraits>(args, stream);
+  if (args.S_k > Short::kShortWalkKeys || tune().fwd90 == 35)
+    return launch_fwd<kDtype, typename Short::LongWalkTraits>(args, stream);
   launch_fwd<kDtype, typename Short::Traits>(args, stream);
 }
 
@@ -366,14 +369,20 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
           using kernels::sm90::FwdStepVariant;
           if constexpr (kD == 64) {
             using Short = kernels::sm90::FwdShortConfig<Element>;
+            // 34 on the short tiles: the other choice of each walk (the long walks' kernel is
+            // the pin with two P~ arrays).
+            if (kV == 34 && Short::takes(args) && args.S_k > Short::kShortWalkKeys)
+              return launch_fwd<kDtype, typename Short::Traits>(args, stream);
             if (Short::takes(args))
               return launch_fwd<kDtype, typename FwdStepVariant<typename Short::Traits, kV>::type>(
                   args, stream);
             launch_fwd<kDtype, typename FwdStepVariant<typename Config::Traits, kV>::type>(args,
                                                                                            stream);
+          } else if constexpr (kV == 33) {  // the other choice: without the pin
+            launch_fwd<kDtype, typename Config::Deferred>(args, stream);
           } else if constexpr (kV >= 23) {
-            launch_fwd<kDtype, typename FwdStepVariant<typename Config::Traits, kV>::type>(args,
-                                                                                           stream);
+            launch_fwd<kDtype, typename FwdStepVariant<typename Config::Deferred, kV>::type>(
+                args, stream);
           } else if constexpr (kV == 10) {  // the other choice: without the deferral
             launch_fwd<kDtype, typename Config::Base>(args, stream);
           } else {
