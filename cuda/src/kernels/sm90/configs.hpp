@@ -98,9 +98,10 @@ struct FwdShortConfig {
   // FwdTraitsTwoPBuffers; the same bits). Run 46c (bench/results/2026-12-06-h100-run46c, H100,
   // medians of 30, two rounds, ms, without -> with): S = 2k (B 16) 0.3468, 0.3483 -> 0.3417,
   // 0.3416, but 1k (B 32) 0.2116, 0.2110 -> 0.2144, 0.2139: the gain is the full steps', and
-  // a 1k walk has few. Run 47b: below. fwd90=34 runs the other choice of each walk; fwd90=35 (a
-  // default kernel, in any build) this one on every causal problem the short tiles take, so
-  // that the suites' small problems run it.
+  // a 1k walk has few. Run 47b (bench/results/2026-12-07-h100-run47b, the same rounds): S = 2k
+  // 0.3482, 0.3490 -> 0.3416, 0.3423 (-1.9%), 1.5k (B 20) 0.2642, 0.2663 -> 0.2637, 0.2636.
+  // fwd90=34 runs the other choice of each walk; fwd90=35 (a default kernel, in any build) this
+  // one on every causal problem the short tiles take, so that the suites' small problems run it.
   using LongWalkTraits = FwdTraitsTwoPBuffers<FwdTraitsPinPvWait<Traits>>;
   static constexpr int kShortWalkKeys = 1024;
   static constexpr int kMaxRows = 2048;
@@ -379,8 +380,12 @@ template <typename Element>
 // ptxas put that wait before the step's first exponential, so the softmax never ran under the
 // product (docs/perf-notes.md, run 46a). Run 46c (bench/results/2026-12-06-h100-run46c, H100,
 // medians of 30, two rounds, ms, without -> with): S = 1k (B 32) 0.2952, 0.2954 -> 0.2930,
-// 0.2936; the leaderboard in minima 1.5815 -> 1.5611. Run 47b on the goal's grid: below.
-// fwd90=33 runs the other choice (Deferred, unpinned).
+// 0.2936; the leaderboard in minima 1.5815 -> 1.5611. Run 47b (bench/results/2026-12-07-h100-
+// run47b, the same rounds): S = 1k 0.2937, 0.2928 -> 0.2908, 0.2904; the leaderboard 1.6341,
+// 1.6801 -> 1.5585, 1.5599 (minima 1.5751, 1.5728 -> 1.5545, 1.5554); S = 16k (B 2) in minima
+// 3.1536, 3.1487 -> 3.1063, 3.1104 (medians within the calls' spread, +0.3% and +0.8%); without
+// the mask, minima 3.0571, 3.0572 -> 3.0158, 3.0154. fwd90=33 runs the other choice (Deferred,
+// unpinned).
 struct FwdConfig<Element, 128> {
   using Base = FwdTraitsFoldScale<Element, 128, 2, 3, true, 128, true, true>;
   using Deferred = FwdTraitsLazyRescale<Base>;
