@@ -48,7 +48,9 @@ FusedDqWorkspace fused_dq_workspace(const kernels::AttnArgs& args, DqStrategy st
   if (strategy == DqStrategy::separate_pass) return {};
   const long long rows = static_cast<long long>(args.B) * args.H * args.S_q_pad;
   const bool ordered = strategy == DqStrategy::fused_ordered;
-  return {rows * compiled_head_dim(args.d), ordered ? rows / kernels::kDqTileRows : 0, 1};
+  // The fused strategies are sm90's: its accumulator's rows are its compiled head dim wide.
+  return {rows * family_head_dim(Family::sm90, args.d), ordered ? rows / kernels::kDqTileRows : 0,
+          1};
 }
 
 namespace {
@@ -67,7 +69,7 @@ using BackwardFn = void (*)(const kernels::AttnArgs&, cudaStream_t, cudaStream_t
 // The one run-time -> compile-time step: the instance of (family, dtype, compiled head dim),
 // from the generated lists of those this build has.
 ForwardFn find_forward(Family family, DType dtype, int d) {
-  const int kD = compiled_head_dim(d);
+  const int kD = family_head_dim(family, d);
 #define FLASHREF_FIND_FORWARD(F, T, D)                     \
   if (family == Family::F && dtype == DType::T && kD == D) \
     return &run_forward<Family::F, DType::T, D>;
@@ -77,7 +79,7 @@ ForwardFn find_forward(Family family, DType dtype, int d) {
 }
 
 BackwardFn find_backward(Family family, DType dtype, int d) {
-  const int kD = compiled_head_dim(d);
+  const int kD = family_head_dim(family, d);
 #define FLASHREF_FIND_BACKWARD(F, T, D)                    \
   if (family == Family::F && dtype == DType::T && kD == D) \
     return &run_backward<Family::F, DType::T, D>;
@@ -116,13 +118,13 @@ void run_preprocess(const kernels::AttnArgs& args, cudaStream_t stream, const ch
   // makes to initcheck, which cannot see the kernel's stores).
   const bool stored_first =
       args.dq_accum != nullptr && args.dq_semaphore != nullptr && dq_first_store();
-  const int accum_cols = args.dq_accum != nullptr && !stored_first ? compiled_head_dim(args.d) : 0;
+  // (A dQ accumulator is the fused strategies', which sm90 alone runs.)
+  const int sm90_cols = family_head_dim(Family::sm90, args.d);
+  const int accum_cols = args.dq_accum != nullptr && !stored_first ? sm90_cols : 0;
   if (stored_first && tune().poison90 == 1)
-    check_cuda(
-        cudaMemsetAsync(args.dq_accum, 0xff,
-                        static_cast<std::size_t>(rows) * compiled_head_dim(args.d) * sizeof(float),
-                        stream),
-        "poisoning the dQ accumulator (FLASHREF_CUDA_TUNE poison90=1)");
+    check_cuda(cudaMemsetAsync(args.dq_accum, 0xff,
+                               static_cast<std::size_t>(rows) * sm90_cols * sizeof(float), stream),
+               "poisoning the dQ accumulator (FLASHREF_CUDA_TUNE poison90=1)");
   const std::string label = std::string("bwd_preprocess<") + name + ">";
   const auto kernel = kernels::bwd_preprocess_kernel<Element>;
   configure_kernel(reinterpret_cast<const void*>(kernel), 0, label);

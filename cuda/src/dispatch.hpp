@@ -4,6 +4,8 @@
 // generates the instances from; the family itself is chosen in family.cpp.
 #pragma once
 
+#include "family.hpp"
+
 namespace flashref::cuda {
 
 // The head dims the kernels are compiled for; d runs on the smallest one >= d.
@@ -13,6 +15,13 @@ constexpr int compiled_head_dim(long long d) {
   for (int c : kCompiledHeadDims)
     if (d <= c) return c;
   return 0;  // above 256: no kernel
+}
+
+// The compiled head dim that runs d in family `f`: the wgmma families are compiled for 64 and
+// 128 alone, so d <= 32 (under FLASHREF_CUDA_FAMILY=sm90) runs on 64 there; the others as above.
+constexpr int family_head_dim(Family f, long long d) {
+  if (f == Family::sm90 || f == Family::sm90_3xtf32) return d <= 64 ? 64 : d <= 128 ? 128 : 0;
+  return compiled_head_dim(d);
 }
 
 }  // namespace flashref::cuda

@@ -31,12 +31,14 @@ FamilyOverride family_override_from(const char* value) {
   if (v == "sm80") return FamilyOverride::sm80;
   if (v == "3xtf32") return FamilyOverride::three_tf32;
   if (v == "ffma") return FamilyOverride::ffma;
+  if (v == "sm90") return FamilyOverride::sm90;
   throw InvalidArgument("FLASHREF_CUDA_FAMILY",
                         "\"" + v +
                             "\" is not a family choice: use auto (the default), sm80 (bf16/f16 on "
                             "the mma.sync kernels, not sm90), 3xtf32 (exact float32 as 3xTF32 "
-                            "on the mma.sync kernels) or ffma (exact float32 on the FMA units, "
-                            "not as 3xTF32 on wgmma)");
+                            "on the mma.sync kernels), ffma (exact float32 on the FMA units, "
+                            "not as 3xTF32 on wgmma) or sm90 (bf16/f16 on the wgmma kernels at "
+                            "every d up to 128, d <= 32 padded to 64)");
 }
 
 bool sm90_built() {
@@ -49,16 +51,18 @@ bool sm90_built() {
 
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
   // sm90 and sm90_3xtf32 are compiled for head dims 64 and 128: d in 33..128 runs there (padded
-  // up), the rest on sm80 or ffma (docs/cuda.md). sm_90a code runs on compute capability 9.0
-  // only. A build without 90a in CMAKE_CUDA_ARCHITECTURES has no sm90 kernels
-  // (flashref_cuda_instances).
-  const bool hopper = sm90_built() && arch == 90 && d > 32 && d <= 128;
+  // up), the rest on sm80 or ffma (docs/cuda.md); the sm90 override takes d <= 32 to sm90 too,
+  // padded to 64. sm_90a code runs on compute capability 9.0 only. A build without 90a in
+  // CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
+  const bool hopper_runs = sm90_built() && arch == 90 && d <= 128;
+  const bool hopper = hopper_runs && d > 32;
   if (dtype == DType::f32) {
     if (allow_tf32) return Family::sm80_tf32;
     if (o == FamilyOverride::three_tf32 && d <= kMaxTf32HeadDim) return Family::sm80_3xtf32;
     return hopper && o != FamilyOverride::ffma ? Family::sm90_3xtf32 : Family::ffma;
   }
-  if (hopper && d % 8 == 0 && o != FamilyOverride::sm80) return Family::sm90;
+  const bool hopper_16bit = o == FamilyOverride::sm90 ? hopper_runs : hopper;
+  if (hopper_16bit && d % 8 == 0 && o != FamilyOverride::sm80) return Family::sm90;
   return Family::sm80;
 }
 
@@ -74,8 +78,13 @@ std::string why_not_hopper(int arch, long long d) {
     return "compute capability " + std::to_string(arch / 10) + "." + std::to_string(arch % 10) +
            ": the wgmma kernels are sm_90a code, which runs on 9.0 only";
   }
-  if (d <= 32 || d > 128) {
+  if (d > 128) {
     return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128), d = " +
+           std::to_string(d) + " is not";
+  }
+  if (d <= 32) {
+    return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128; bf16/f16 at "
+           "d <= 32 too under FLASHREF_CUDA_FAMILY=sm90, padded to 64), d = " +
            std::to_string(d) + " is not";
   }
   return "";
@@ -92,7 +101,8 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
                                                        std::to_string(d <= 64 ? 64 : 128) + ")";
   switch (f) {
     case Family::sm90:
-      return name + ": wgmma, TMA and warp specialization, compute capability 9.0" + padded;
+      return name + ": wgmma, TMA and warp specialization, compute capability 9.0" + padded +
+             (o == FamilyOverride::sm90 && d <= 32 ? ", as FLASHREF_CUDA_FAMILY=sm90 asks" : "");
     case Family::sm90_3xtf32:
       return name + ": exact float32 as three TF32 wgmma a product, compute capability 9.0" +
              padded;
@@ -106,9 +116,12 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
                                         : not_hopper);
     case Family::sm80:
       if (o == FamilyOverride::sm80) return name + ": mma.sync, as FLASHREF_CUDA_FAMILY=sm80 asks";
+      // (Under the sm90 override d <= 32 is one the wgmma kernels take.)
       return name + ": mma.sync m16n8k16; " +
-             (not_hopper.empty() ? "d = " + std::to_string(d) + " is not a multiple of 8"
-                                 : not_hopper);
+             (not_hopper.empty() ||
+                      (o == FamilyOverride::sm90 && sm90_built() && arch == 90 && d <= 128)
+                  ? "d = " + std::to_string(d) + " is not a multiple of 8"
+                  : not_hopper);
   }
   return name;
 }

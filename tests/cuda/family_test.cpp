@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "dispatch.hpp"
 #include "family.hpp"
 #include "flashref/error.hpp"
 #include "launch.hpp"
@@ -59,16 +60,16 @@ TEST(CudaFamily, Tf32StopsAtItsCompiledHeadDims) {
 
 TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   // What this build and this environment allow (FLASHREF_CUDA_FAMILY=sm80 keeps mma.sync).
-  const Family hopper = sm90_built() && family_override_from(std::getenv("FLASHREF_CUDA_FAMILY")) !=
-                                            FamilyOverride::sm80
-                            ? Family::sm90
-                            : Family::sm80;
+  const FamilyOverride env = family_override_from(std::getenv("FLASHREF_CUDA_FAMILY"));
+  const Family hopper = sm90_built() && env != FamilyOverride::sm80 ? Family::sm90 : Family::sm80;
+  // d <= 32 runs on sm90 only where FLASHREF_CUDA_FAMILY=sm90 asks (padded to 64).
+  const Family small = sm90_built() && env == FamilyOverride::sm90 ? Family::sm90 : Family::sm80;
   for (DType t : {DType::bf16, DType::f16}) {
     EXPECT_EQ(choose_family(90, t, 64, false), hopper);
     EXPECT_EQ(choose_family(90, t, 128, false), hopper);
     EXPECT_EQ(choose_family(90, t, 40, true), hopper);  // allow_tf32 changes nothing for 16-bit
     // Outside 33..128 (compiled 64 and 128) the mma.sync kernels run.
-    EXPECT_EQ(choose_family(90, t, 32, false), Family::sm80);
+    EXPECT_EQ(choose_family(90, t, 32, false), small);
     EXPECT_EQ(choose_family(90, t, 136, false), Family::sm80);
     EXPECT_EQ(choose_family(90, t, 256, false), Family::sm80);
     // sm_90a code runs on compute capability 9.0 only; Ampere and later non-Hopper archs take sm80.
@@ -117,6 +118,44 @@ TEST(CudaFamily, Float32RunsExactOn3xTf32WgmmaOrFfmaOr3xTf32WhenAskedOrOnTf32Whe
   }
 }
 
+// FLASHREF_CUDA_FAMILY=sm90: bf16/f16 on the wgmma kernels at every head dim they can run, d <= 32
+// included (padded to 64); float32 and what Hopper cannot run choose as without it.
+TEST(CudaFamily, TheSm90OverrideTakesSmallHeadDimsToWgmma) {
+  const FamilyOverride o = FamilyOverride::sm90;
+  const Family wgmma = sm90_built() ? Family::sm90 : Family::sm80;
+  for (DType t : {DType::bf16, DType::f16}) {
+    for (long long d : {8, 16, 24, 32, 40, 64, 96, 128})
+      EXPECT_EQ(choose_family(90, t, d, false, o), wgmma) << d;
+    EXPECT_EQ(choose_family(90, t, 20, false, o), Family::sm80);  // 16-byte rows
+    EXPECT_EQ(choose_family(90, t, 136, false, o), Family::sm80);
+    EXPECT_EQ(choose_family(90, t, 256, false, o), Family::sm80);
+    EXPECT_EQ(choose_family(86, t, 32, false, o), Family::sm80);
+    EXPECT_EQ(choose_family(80, t, 64, false, o), Family::sm80);
+  }
+  for (long long d : {8, 32, 64, 256})
+    EXPECT_EQ(choose_family(90, DType::f32, d, false, o),
+              choose_family(90, DType::f32, d, false, FamilyOverride::none))
+        << d;
+  EXPECT_EQ(family_head_dim(Family::sm90, 8), 64);
+  EXPECT_EQ(family_head_dim(Family::sm90, 32), 64);
+  EXPECT_EQ(family_head_dim(Family::sm90, 96), 128);
+  EXPECT_EQ(family_head_dim(Family::sm90_3xtf32, 40), 64);
+  EXPECT_EQ(family_head_dim(Family::sm80, 32), 32);
+  EXPECT_EQ(family_head_dim(Family::sm80, 200), 256);
+  EXPECT_EQ(family_head_dim(Family::ffma, 16), 32);
+  if (sm90_built()) {
+    const std::string why = family_choice(90, DType::bf16, 32, false, o);
+    EXPECT_EQ(why.rfind("sm90: ", 0), 0u) << why;
+    EXPECT_NE(why.find("d = 32 padded to 64"), std::string::npos) << why;
+    EXPECT_NE(why.find("FLASHREF_CUDA_FAMILY=sm90"), std::string::npos) << why;
+    const std::string unforced = family_choice(90, DType::bf16, 32, false, FamilyOverride::none);
+    EXPECT_EQ(unforced.rfind("sm80: ", 0), 0u) << unforced;
+    EXPECT_NE(unforced.find("FLASHREF_CUDA_FAMILY=sm90"), std::string::npos) << unforced;
+    const std::string odd = family_choice(90, DType::bf16, 20, false, o);
+    EXPECT_NE(odd.find("not a multiple of 8"), std::string::npos) << odd;
+  }
+}
+
 TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32OrFfmaAndAnythingElseIsNamed) {
   EXPECT_EQ(family_override_from(nullptr), FamilyOverride::none);
   EXPECT_EQ(family_override_from(""), FamilyOverride::none);
@@ -124,6 +163,7 @@ TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32OrFfmaAndAnythingElseIsNa
   EXPECT_EQ(family_override_from("sm80"), FamilyOverride::sm80);
   EXPECT_EQ(family_override_from("3xtf32"), FamilyOverride::three_tf32);
   EXPECT_EQ(family_override_from("ffma"), FamilyOverride::ffma);
+  EXPECT_EQ(family_override_from("sm90"), FamilyOverride::sm90);
   for (const char* wrong : {"sm90a", "fma"}) {
     try {
       family_override_from(wrong);
@@ -165,10 +205,10 @@ TEST(CudaFamily, TheChoiceSaysWhichFamilyAndWhy) {
   // Every choice starts with the chosen family's name.
   for (int arch : {80, 90}) {
     for (DType t : {DType::bf16, DType::f16, DType::f32}) {
-      for (long long d : {8, 40, 64, 96, 128, 256}) {
+      for (long long d : {8, 20, 32, 40, 64, 96, 128, 256}) {
         for (bool tf32 : {false, true}) {
-          for (FamilyOverride o :
-               {none, FamilyOverride::sm80, FamilyOverride::three_tf32, FamilyOverride::ffma}) {
+          for (FamilyOverride o : {none, FamilyOverride::sm80, FamilyOverride::three_tf32,
+                                   FamilyOverride::ffma, FamilyOverride::sm90}) {
             const std::string name = family_name(choose_family(arch, t, d, tf32, o));
             const std::string why = family_choice(arch, t, d, tf32, o);
             EXPECT_EQ(why.rfind(name + ": ", 0), 0u) << why;
@@ -248,6 +288,10 @@ TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::separate_pass).tile_counters, 0);
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_atomic).tile_counters, 1);
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).tile_counters, 1);
+  // d <= 32 runs on sm90 padded to 64 (FLASHREF_CUDA_FAMILY=sm90): the accumulator's rows are the
+  // kernel's 64 columns, not the mma.sync kernels' 32.
+  a.d = 32;
+  EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).accum_floats, rows * 64);
 }
 
 }  // namespace
