@@ -262,7 +262,7 @@ class CudaBackend final : public Backend {
     const std::size_t rows =
         static_cast<std::size_t>(p.B * p.H) * static_cast<std::size_t>(a.S_q_pad);
     const FusedDqWorkspace fused =
-        fused_dq_workspace(a, dq_strategy(family, params.options.deterministic, p.S_k));
+        fused_dq_workspace(a, dq_strategy(family, params.options.deterministic, p.S_k, p.d));
     const std::size_t bytes =
         (2 * rows + static_cast<std::size_t>(fused.accum_floats)) * sizeof(float) +
         static_cast<std::size_t>(fused.semaphores + fused.tile_counters) * sizeof(int);

@@ -31,8 +31,8 @@ int workspace_rows(int S_q) {
 // FLASHREF_CUDA_TUNE bwd90=1 picks the other, to compare them. Non-deterministic: the atomic
 // fused kernel, the option named for it (run 18b: S = 1k 0.698 ms at d = 64, 1.124 at
 // d = 128).
-DqStrategy dq_strategy(Family family, bool deterministic, long long S_k) {
-  if (family != Family::sm90) return DqStrategy::separate_pass;
+DqStrategy dq_strategy(Family family, bool deterministic, long long S_k, long long d) {
+  if (family != Family::sm90 || d > 128) return DqStrategy::separate_pass;
   if (!deterministic) return DqStrategy::fused_atomic;
   constexpr long long kFusedMinKeys = 1024;
   const bool fused_by_default = S_k >= kFusedMinKeys;

@@ -38,7 +38,8 @@ FamilyOverride family_override_from(const char* value) {
                             "the mma.sync kernels, not sm90), 3xtf32 (exact float32 as 3xTF32 "
                             "on the mma.sync kernels), ffma (exact float32 on the FMA units, "
                             "not as 3xTF32 on wgmma) or sm90 (bf16/f16 on the wgmma kernels at "
-                            "every d up to 128, d <= 32 padded to 64)");
+                            "every d up to 256: d <= 32 padded to 64, the backward above 128 "
+                            "on mma.sync)");
 }
 
 bool sm90_built() {
@@ -51,17 +52,18 @@ bool sm90_built() {
 
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
   // sm90 and sm90_3xtf32 are compiled for head dims 64 and 128: d in 33..128 runs there (padded
-  // up), the rest on sm80 or ffma (docs/cuda.md); the sm90 override takes d <= 32 to sm90 too,
-  // padded to 64. sm_90a code runs on compute capability 9.0 only. A build without 90a in
+  // up), the rest on sm80 or ffma (docs/cuda.md). The sm90 override takes bf16/f16 at d <= 32 to
+  // sm90 too, padded to 64, and d in 129..256 to its d = 256 forward (the backward there is
+  // sm80's). sm_90a code runs on compute capability 9.0 only. A build without 90a in
   // CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
-  const bool hopper_runs = sm90_built() && arch == 90 && d <= 128;
-  const bool hopper = hopper_runs && d > 32;
+  const bool hopper_arch = sm90_built() && arch == 90;
+  const bool hopper = hopper_arch && d > 32 && d <= 128;
   if (dtype == DType::f32) {
     if (allow_tf32) return Family::sm80_tf32;
     if (o == FamilyOverride::three_tf32 && d <= kMaxTf32HeadDim) return Family::sm80_3xtf32;
     return hopper && o != FamilyOverride::ffma ? Family::sm90_3xtf32 : Family::ffma;
   }
-  const bool hopper_16bit = o == FamilyOverride::sm90 ? hopper_runs : hopper;
+  const bool hopper_16bit = o == FamilyOverride::sm90 ? hopper_arch && d <= 256 : hopper;
   if (hopper_16bit && d % 8 == 0 && o != FamilyOverride::sm80) return Family::sm90;
   return Family::sm80;
 }
@@ -79,7 +81,8 @@ std::string why_not_hopper(int arch, long long d) {
            ": the wgmma kernels are sm_90a code, which runs on 9.0 only";
   }
   if (d > 128) {
-    return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128), d = " +
+    return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128; bf16/f16 at "
+           "d <= 256 under FLASHREF_CUDA_FAMILY=sm90, the forward on wgmma), d = " +
            std::to_string(d) + " is not";
   }
   if (d <= 32) {
@@ -96,11 +99,15 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
   const Family f = choose_family(arch, dtype, d, allow_tf32, o);
   const std::string name = family_name(f);
   const std::string not_hopper = why_not_hopper(arch, d);
-  const std::string padded = d == 64 || d == 128 ? ""
-                                                 : " (d = " + std::to_string(d) + " padded to " +
-                                                       std::to_string(d <= 64 ? 64 : 128) + ")";
+  const long long compiled = d <= 64 ? 64 : d <= 128 ? 128 : 256;
+  const std::string padded =
+      d == compiled ? ""
+                    : " (d = " + std::to_string(d) + " padded to " + std::to_string(compiled) + ")";
   switch (f) {
     case Family::sm90:
+      if (d > 128)
+        return name + ": the forward on wgmma, TMA and warp specialization, the backward on " +
+               "mma.sync, compute capability 9.0" + padded + ", as FLASHREF_CUDA_FAMILY=sm90 asks";
       return name + ": wgmma, TMA and warp specialization, compute capability 9.0" + padded +
              (o == FamilyOverride::sm90 && d <= 32 ? ", as FLASHREF_CUDA_FAMILY=sm90 asks" : "");
     case Family::sm90_3xtf32:
@@ -119,7 +126,7 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
       // (Under the sm90 override d <= 32 is one the wgmma kernels take.)
       return name + ": mma.sync m16n8k16; " +
              (not_hopper.empty() ||
-                      (o == FamilyOverride::sm90 && sm90_built() && arch == 90 && d <= 128)
+                      (o == FamilyOverride::sm90 && sm90_built() && arch == 90 && d <= 256)
                   ? "d = " + std::to_string(d) + " is not a multiple of 8"
                   : not_hopper);
   }

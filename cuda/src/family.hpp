@@ -21,7 +21,7 @@ enum class Family {
                 // chosen only by FLASHREF_CUDA_FAMILY=3xtf32
   ffma,         // exact float32 on the FMA units (kernels/ffma); sm_80 and newer, every d
   sm90,         // wgmma, TMA and warp specialization (kernels/sm90), bf16 / f16 at compiled head
-                // dims 64 and 128; sm_90a only
+                // dims 64 and 128, and 256 (the forward; the backward is sm80's); sm_90a only
   sm90_3xtf32,  // exact float32 on sm_90a: the forward as three TF32 wgmma per product
                 // (kernels/sm90/fwd_3xtf32.cuh), the backward the ffma family's; compiled head
                 // dims 64 and 128
@@ -37,7 +37,8 @@ inline constexpr int kMaxTf32HeadDim = 128;
 // or "auto": the choice below; "sm80": bf16/f16 on the mma.sync kernels on a Hopper GPU;
 // "3xtf32": exact float32 as 3xTF32 on mma.sync (sm80_3xtf32) at d <= kMaxTf32HeadDim; "ffma":
 // exact float32 on the FMA units (not on sm90_3xtf32); "sm90": bf16/f16 on the wgmma kernels at
-// every head dim up to 128 (d <= 32 too, padded to 64), where the Hopper kernels can run at all.
+// every head dim up to 256 (d <= 32 padded to 64; above 128 the forward on wgmma at 256 and the
+// backward on mma.sync), where the Hopper kernels can run at all.
 // Any other value is an InvalidArgument naming the variable.
 enum class FamilyOverride { none, sm80, three_tf32, ffma, sm90 };
 FamilyOverride family_override_from(const char* value);
@@ -45,7 +46,7 @@ FamilyOverride family_override_from(const char* value);
 // `arch` is the device's compute capability as major * 10 + minor (80, 86, 90, ...). Every
 // device the backend accepts (sm_80 or newer) has a family for every dtype: bf16/f16 run on
 // sm90 on Hopper (arch 90) at the head dims it is compiled for (d in 33..128: compiled 64 and
-// 128; with the sm90 override d in 1..128), otherwise on sm80; float32 on sm80_tf32 with
+// 128; with the sm90 override d in 1..256), otherwise on sm80; float32 on sm80_tf32 with
 // allow_tf32, and exact on sm90_3xtf32 on Hopper at d in 33..128, elsewhere on ffma (the mma.sync
 // 3xTF32 kernels measured slower on the H200 in all but one pass: docs/cuda.md).
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o);

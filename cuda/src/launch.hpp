@@ -22,9 +22,9 @@ int workspace_rows(int S_q);
 // the dK/dV pass (every family), or fused into the dK/dV pass with a float32 accumulator,
 // its adds ordered by key tile (deterministic) or not (ExecutionOptions::deterministic false).
 enum class DqStrategy { separate_pass, fused_ordered, fused_atomic };
-// Which one runs for a problem of S_k keys, at either compiled head dim (dispatch.cu, with its
-// measurements).
-DqStrategy dq_strategy(Family family, bool deterministic, long long S_k);
+// Which one runs for a problem of S_k keys and head dim d (dispatch.cu, with its measurements):
+// the fused ones on sm90 at d <= 128 only (d = 256's backward is the mma.sync kernels').
+DqStrategy dq_strategy(Family family, bool deterministic, long long S_k, long long d);
 // The fused strategies' workspace: the accumulator's floats, the ordering counters (ints) and
 // the persistent kernel's tile counter (one int), all zeroed by launch_backward's preprocess but
 // the accumulator where the ordered adds store their first (dq_first_store).

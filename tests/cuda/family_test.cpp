@@ -22,11 +22,12 @@ Problem problem(DType dtype, std::int64_t d) {
   return p;
 }
 
-// d = 256: no sm90 kernel, so every arch takes sm80 for bf16/f16 (the sm90 cases are below).
+// d = 256: sm80 for bf16/f16 on every arch by default (the sm90 cases are below).
 TEST(CudaFamily, ChosenFromDtypeAndAllowTf32OnEveryAcceptedArch) {
+  const FamilyOverride none = FamilyOverride::none;
   for (int arch : {80, 86, 89, 90}) {
-    EXPECT_EQ(choose_family(arch, DType::bf16, 256, false), Family::sm80) << arch;
-    EXPECT_EQ(choose_family(arch, DType::f16, 256, true), Family::sm80) << arch;  // no effect
+    EXPECT_EQ(choose_family(arch, DType::bf16, 256, false, none), Family::sm80) << arch;
+    EXPECT_EQ(choose_family(arch, DType::f16, 256, true, none), Family::sm80) << arch;
     // Exact float32 at d = 256: the FMA units on every arch (no tensor-core kernel is compiled).
     EXPECT_EQ(choose_family(arch, DType::f32, 256, false, FamilyOverride::none), Family::ffma)
         << arch;
@@ -62,7 +63,7 @@ TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   // What this build and this environment allow (FLASHREF_CUDA_FAMILY=sm80 keeps mma.sync).
   const FamilyOverride env = family_override_from(std::getenv("FLASHREF_CUDA_FAMILY"));
   const Family hopper = sm90_built() && env != FamilyOverride::sm80 ? Family::sm90 : Family::sm80;
-  // d <= 32 runs on sm90 only where FLASHREF_CUDA_FAMILY=sm90 asks (padded to 64).
+  // d <= 32 and d in 129..256 run on sm90 only where FLASHREF_CUDA_FAMILY=sm90 asks.
   const Family small = sm90_built() && env == FamilyOverride::sm90 ? Family::sm90 : Family::sm80;
   for (DType t : {DType::bf16, DType::f16}) {
     EXPECT_EQ(choose_family(90, t, 64, false), hopper);
@@ -70,8 +71,9 @@ TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
     EXPECT_EQ(choose_family(90, t, 40, true), hopper);  // allow_tf32 changes nothing for 16-bit
     // Outside 33..128 (compiled 64 and 128) the mma.sync kernels run.
     EXPECT_EQ(choose_family(90, t, 32, false), small);
-    EXPECT_EQ(choose_family(90, t, 136, false), Family::sm80);
-    EXPECT_EQ(choose_family(90, t, 256, false), Family::sm80);
+    EXPECT_EQ(choose_family(90, t, 136, false), small);  // the override's d = 256 forward
+    EXPECT_EQ(choose_family(90, t, 256, false), small);
+    EXPECT_EQ(choose_family(90, t, 264, false), Family::sm80);
     // sm_90a code runs on compute capability 9.0 only; Ampere and later non-Hopper archs take sm80.
     EXPECT_EQ(choose_family(80, t, 64, false), Family::sm80);
     EXPECT_EQ(choose_family(86, t, 128, false), Family::sm80);
@@ -119,16 +121,16 @@ TEST(CudaFamily, Float32RunsExactOn3xTf32WgmmaOrFfmaOr3xTf32WhenAskedOrOnTf32Whe
 }
 
 // FLASHREF_CUDA_FAMILY=sm90: bf16/f16 on the wgmma kernels at every head dim they can run, d <= 32
-// included (padded to 64); float32 and what Hopper cannot run choose as without it.
-TEST(CudaFamily, TheSm90OverrideTakesSmallHeadDimsToWgmma) {
+// (padded to 64) and 129..256 (d = 256's forward) included; float32 and what Hopper cannot run
+// choose as without it.
+TEST(CudaFamily, TheSm90OverrideTakesSmallAndLargeHeadDimsToWgmma) {
   const FamilyOverride o = FamilyOverride::sm90;
   const Family wgmma = sm90_built() ? Family::sm90 : Family::sm80;
   for (DType t : {DType::bf16, DType::f16}) {
-    for (long long d : {8, 16, 24, 32, 40, 64, 96, 128})
+    for (long long d : {8, 16, 24, 32, 40, 64, 96, 128, 136, 200, 256})
       EXPECT_EQ(choose_family(90, t, d, false, o), wgmma) << d;
     EXPECT_EQ(choose_family(90, t, 20, false, o), Family::sm80);  // 16-byte rows
-    EXPECT_EQ(choose_family(90, t, 136, false, o), Family::sm80);
-    EXPECT_EQ(choose_family(90, t, 256, false, o), Family::sm80);
+    EXPECT_EQ(choose_family(90, t, 264, false, o), Family::sm80);
     EXPECT_EQ(choose_family(86, t, 32, false, o), Family::sm80);
     EXPECT_EQ(choose_family(80, t, 64, false, o), Family::sm80);
   }
@@ -139,6 +141,8 @@ TEST(CudaFamily, TheSm90OverrideTakesSmallHeadDimsToWgmma) {
   EXPECT_EQ(family_head_dim(Family::sm90, 8), 64);
   EXPECT_EQ(family_head_dim(Family::sm90, 32), 64);
   EXPECT_EQ(family_head_dim(Family::sm90, 96), 128);
+  EXPECT_EQ(family_head_dim(Family::sm90, 136), 256);
+  EXPECT_EQ(family_head_dim(Family::sm90_3xtf32, 136), 0);
   EXPECT_EQ(family_head_dim(Family::sm90_3xtf32, 40), 64);
   EXPECT_EQ(family_head_dim(Family::sm80, 32), 32);
   EXPECT_EQ(family_head_dim(Family::sm80, 200), 256);
@@ -151,6 +155,10 @@ TEST(CudaFamily, TheSm90OverrideTakesSmallHeadDimsToWgmma) {
     const std::string unforced = family_choice(90, DType::bf16, 32, false, FamilyOverride::none);
     EXPECT_EQ(unforced.rfind("sm80: ", 0), 0u) << unforced;
     EXPECT_NE(unforced.find("FLASHREF_CUDA_FAMILY=sm90"), std::string::npos) << unforced;
+    const std::string large = family_choice(90, DType::bf16, 200, false, o);
+    EXPECT_EQ(large.rfind("sm90: ", 0), 0u) << large;
+    EXPECT_NE(large.find("the backward on mma.sync"), std::string::npos) << large;
+    EXPECT_NE(large.find("d = 200 padded to 256"), std::string::npos) << large;
     const std::string odd = family_choice(90, DType::bf16, 20, false, o);
     EXPECT_NE(odd.find("not a multiple of 8"), std::string::npos) << odd;
   }
@@ -243,22 +251,25 @@ TEST(CudaFamily, Sm90NeedsWholeSixteenByteRows) {
 TEST(CudaDqStrategy, FusedOnlyOnSm90AndAtomicOnlyWhenAsked) {
   for (Family f :
        {Family::sm80, Family::sm80_tf32, Family::sm80_3xtf32, Family::ffma, Family::sm90_3xtf32}) {
-    EXPECT_EQ(dq_strategy(f, true, 16384), DqStrategy::separate_pass) << family_name(f);
-    EXPECT_EQ(dq_strategy(f, false, 16384), DqStrategy::separate_pass) << family_name(f);
+    EXPECT_EQ(dq_strategy(f, true, 16384, 64), DqStrategy::separate_pass) << family_name(f);
+    EXPECT_EQ(dq_strategy(f, false, 16384, 64), DqStrategy::separate_pass) << family_name(f);
   }
   for (long long S_k : {1, 1024, 8192, 16384}) {
-    EXPECT_EQ(dq_strategy(Family::sm90, false, S_k), DqStrategy::fused_atomic);
-    EXPECT_NE(dq_strategy(Family::sm90, true, S_k), DqStrategy::fused_atomic);
+    EXPECT_EQ(dq_strategy(Family::sm90, false, S_k, 64), DqStrategy::fused_atomic);
+    EXPECT_NE(dq_strategy(Family::sm90, true, S_k, 64), DqStrategy::fused_atomic);
+    // d = 256's backward on sm90 is the mma.sync kernels', which fuse nothing.
+    EXPECT_EQ(dq_strategy(Family::sm90, false, S_k, 256), DqStrategy::separate_pass);
+    EXPECT_EQ(dq_strategy(Family::sm90, true, S_k, 256), DqStrategy::separate_pass);
   }
 }
 
 TEST(CudaDqStrategy, TheDeterministicDefaultIsFusedFromAThousandKeys) {
   if (std::getenv("FLASHREF_CUDA_TUNE") != nullptr) GTEST_SKIP() << "FLASHREF_CUDA_TUNE is set";
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 16384), DqStrategy::fused_ordered);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 8192), DqStrategy::fused_ordered);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 1024), DqStrategy::fused_ordered);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 1023), DqStrategy::separate_pass);
-  EXPECT_EQ(dq_strategy(Family::sm90, true, 1), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 16384, 64), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 8192, 64), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 1024, 64), DqStrategy::fused_ordered);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 1023, 64), DqStrategy::separate_pass);
+  EXPECT_EQ(dq_strategy(Family::sm90, true, 1, 64), DqStrategy::separate_pass);
 }
 
 // The ordered fused kernel's first dQ add is a store by default, so the preprocess leaves its

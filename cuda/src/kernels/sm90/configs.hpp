@@ -393,6 +393,19 @@ struct FwdConfig<Element, 128> {
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 
+// d = 256 (run under FLASHREF_CUDA_FAMILY=sm90 until measured; its backward is the mma.sync
+// kernels', launch.cuh): two consumers of 64 rows over key tiles of 64, two stages, persistent,
+// O written from the registers (its tile does not fit a K tile), the rescale deferred. What
+// fits: O's accumulator is 128 registers a thread (64 x 256 over a warpgroup), S's 32 at B_k =
+// 64; shared memory Q 64 KiB and K and V 32 KiB each a stage: 192 KiB at two stages (three would
+// take 256). FlashAttention-3 takes 128 x 80 at d = 256, with the same two consumers.
+template <typename Element>
+struct FwdConfig<Element, 256> {
+  using Base = FwdTraitsFoldScale<Element, 256, 2, 2, true, 64, true>;
+  using Traits = FwdTraitsLazyRescale<Base>;
+  using Unfolded = FwdTraits<Element, 256, 2, 2, true, 64, true>;
+};
+
 // 27: d = 128 with O's stores issued by a warp of the producer's warpgroup (FwdTraitsStoreWarp);
 // 29: with narrow steps too (FwdTraitsNarrowSteps), which the consumers' elected store had
 // kept off the uniform datapath at d = 128 (run 36; fwd.cuh). Not taken: run 38c (bench/

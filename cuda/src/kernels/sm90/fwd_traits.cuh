@@ -85,9 +85,10 @@ struct FwdTraits {
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
   static_assert(setmaxnreg_fits(kProducerRegs, kConsumerRegs, kConsumers),
                 "setmaxnreg: the consumers' registers come from those the producer gives back");
-  static_assert(kD % kBlockCols == 0, "the sm90 forward is compiled for d = 64 and 128");
+  static_assert(kD % kBlockCols == 0, "the sm90 forward is compiled for d = 64, 128 and 256");
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 128, "B_k: a multiple of 16, at most 128");
+  static_assert(kSmemBytes <= 227 * 1024, "a block's shared memory: 227 KiB on sm_90");
   static_assert(!kStoreOByTma || kBlockM <= kBlockN, "O is staged in a K tile");
 };
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes wgmma_generated.inc (beside this file): the WgmmaSS / WgmmaRS specializations of
-wgmma.cuh (bf16 and f16; N = 64 and 128, and N = 96 and 112 for the SS form, the forward's
-narrower key tiles; the SSt form, B MN-major, at N = 64 for the fused backward's dQ = dS K;
-the RS form on TF32, k = 8, at N = 32, 64 and 128 for the 3xTF32 forward) as inline PTX. Each wgmma names every accumulator register, so the asm operand lists are
-long and regular: generated rather than typed.   python3 cuda/src/kernels/sm90/gen_wgmma.py"""
+wgmma.cuh (bf16 and f16; N = 64 and 128, N = 96 and 112 for the SS form, the forward's narrower
+key tiles, and N = 256 for the RS form, d = 256's P~ V; the SSt form, B MN-major, at N = 64 for
+the fused backward's dQ = dS K; the RS form on TF32, k = 8, at N = 32, 64 and 128 for the 3xTF32
+forward) as inline PTX. Each wgmma names every accumulator register, so the asm operand lists
+are long and regular: generated rather than typed.   python3 cuda/src/kernels/sm90/gen_wgmma.py"""
 import os
 
 
@@ -44,6 +45,7 @@ def gen(kind, n, dt):
 
 out = [gen(k, n, dt) for dt in ("bf16", "f16") for n in (64, 128) for k in ("ss", "rs")]
 out += [gen("ss", n, dt) for dt in ("bf16", "f16") for n in (96, 112)]
+out += [gen("rs", 256, dt) for dt in ("bf16", "f16")]
 out += [gen("sst", 64, dt) for dt in ("bf16", "f16")]
 out += [gen("rs", n, "tf32") for n in (32, 64, 128)]
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "wgmma_generated.inc"), "w") as f:

@@ -310,7 +310,8 @@ void forward_16bit(const kernels::AttnArgs& args, cudaStream_t stream) {
   using kernels::sm90::FwdVariant;
   using Config = kernels::sm90::FwdConfig<Element, kD>;
   const bool unfolded = !(args.scale_log2 > 0.0f);
-  if constexpr (kTuningVariants) {
+  // (d = 256 has no tuning variants: each value keeps its configuration.)
+  if constexpr (kTuningVariants && kD <= 128) {
     const int v = tune().fwd90;
     using Run10 = typename FwdVariant<Element, kD, 2>::Traits;
     if (v == 2) return launch_fwd<kDtype, Run10>(args, stream);
@@ -748,6 +749,10 @@ void backward(const kernels::AttnArgs& args, cudaStream_t stream, cudaStream_t s
   if constexpr (kFamily == Family::sm90_3xtf32) {
     static_assert(kDtype == DType::f32, "the sm90_3xtf32 family runs float32 only");
     backward_3xtf32<kD>(args, stream, side);
+  } else if constexpr (kD == 256) {
+    // d = 256's backward is the mma.sync kernels' (its forward is wgmma's, configs.hpp): the same
+    // preprocess (L' = L log2(e), D) and the separate dQ pass (dispatch.cu's dq_strategy).
+    run_backward<Family::sm80, kDtype, 256>(args, stream, side);
   } else {
     backward_16bit<kDtype, kD>(args, stream, side);
   }
