@@ -5,7 +5,7 @@
 # d = 8, 32 and 256 under the override and compute-sanitizer's memcheck on five of them; forward
 # and backward, causal bf16, each family in turn, two rounds in opposite orders (medians of 30 /
 # 20); then bench/interleaved.py's goal table through the Python package built there, to the
-# call's end (CALL_LIMIT, default 540 s).
+# call's end (CALL_LIMIT, default 540 s). SHAPES (B,H,S_q,S_k,d ...) cuts the timed problems.
 # There: bash bench/results/2026-12-07-run48b/call.sh, carrying .device built at this commit.
 set -u
 cd "$(dirname "$0")/../../.."
@@ -19,7 +19,7 @@ step memcheck-sm90-any-d 150 env FLASHREF_CUDA_FAMILY=sm90 compute-sanitizer --t
   --gtest_filter='*/d8_bf16_causal:*/mqa_4_over_1_f16_causal_bottom_right:*/mqa_4_over_1_bf16_none:*/d256_bf16_causal_bottom_right:*/d256_f16_none'
 for round in 0 1; do
   fams=(sm80 sm90); ((round)) && fams=(sm90 sm80)
-  for shape in 1,16,16384,16384,32 32,16,1024,1024,32 1,16,8192,8192,256 8,16,2048,2048,256; do
+  for shape in ${SHAPES:-1,16,16384,16384,32 32,16,1024,1024,32 1,16,8192,8192,256 8,16,2048,2048,256}; do
     for f in "${fams[@]}"; do
       export FLASHREF_CUDA_FAMILY=$f
       fwd "$f" $shape
