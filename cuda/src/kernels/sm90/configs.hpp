@@ -398,7 +398,9 @@ struct FwdConfig<Element, 128> {
 // O written from the registers (its tile does not fit a K tile), the rescale deferred. What
 // fits: O's accumulator is 128 registers a thread (64 x 256 over a warpgroup), S's 32 at B_k =
 // 64; shared memory Q 64 KiB and K and V 32 KiB each a stage: 192 KiB at two stages (three would
-// take 256). FlashAttention-3 takes 128 x 80 at d = 256, with the same two consumers.
+// take 256). FlashAttention-3 takes 128 x 80 at d = 256, with the same two consumers. Run 48b
+// (bench/results/2026-12-07-h100-run48b, H100, medians of 30, two rounds, causal S = 8k B 1 H 16,
+// ms, the mma.sync forward -> this one): 2.6679, 2.6679 -> 1.7488, 1.7603 (206 -> 313 TFLOP/s).
 template <typename Element>
 struct FwdConfig<Element, 256> {
   using Base = FwdTraitsFoldScale<Element, 256, 2, 2, true, 64, true>;
