@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "dispatch.hpp"
 #include "flashref/error.hpp"
 
 namespace flashref::cuda {
@@ -70,15 +71,18 @@ Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, Family
 
 namespace {
 
-// Why the wgmma families (sm90, sm90_3xtf32) do not run head dim d on this arch and build, or ""
-// when they do.
-std::string why_not_hopper(int arch, long long d) {
+// Why the wgmma family of `dtype` (sm90; sm90_3xtf32 for float32) does not run head dim d on this
+// arch and build under override o, or "" when it does.
+std::string why_not_hopper(int arch, DType dtype, long long d, FamilyOverride o) {
   if (!sm90_built()) {
     return "this build has no sm_90a kernels (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
   }
   if (arch != 90) {
     return "compute capability " + std::to_string(arch / 10) + "." + std::to_string(arch % 10) +
            ": the wgmma kernels are sm_90a code, which runs on 9.0 only";
+  }
+  if (dtype != DType::f32 && o == FamilyOverride::sm90) {
+    return d > 256 ? "the wgmma kernels take head dims up to 256, d = " + std::to_string(d) : "";
   }
   if (d > 128) {
     return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128; bf16/f16 at "
@@ -98,8 +102,8 @@ std::string why_not_hopper(int arch, long long d) {
 std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
   const Family f = choose_family(arch, dtype, d, allow_tf32, o);
   const std::string name = family_name(f);
-  const std::string not_hopper = why_not_hopper(arch, d);
-  const long long compiled = d <= 64 ? 64 : d <= 128 ? 128 : 256;
+  const std::string not_hopper = why_not_hopper(arch, dtype, d, o);
+  const int compiled = family_head_dim(f, d);
   const std::string padded =
       d == compiled ? ""
                     : " (d = " + std::to_string(d) + " padded to " + std::to_string(compiled) + ")";
@@ -123,12 +127,9 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
                                         : not_hopper);
     case Family::sm80:
       if (o == FamilyOverride::sm80) return name + ": mma.sync, as FLASHREF_CUDA_FAMILY=sm80 asks";
-      // (Under the sm90 override d <= 32 is one the wgmma kernels take.)
       return name + ": mma.sync m16n8k16; " +
-             (not_hopper.empty() ||
-                      (o == FamilyOverride::sm90 && sm90_built() && arch == 90 && d <= 256)
-                  ? "d = " + std::to_string(d) + " is not a multiple of 8"
-                  : not_hopper);
+             (not_hopper.empty() ? "d = " + std::to_string(d) + " is not a multiple of 8"
+                                 : not_hopper);
   }
   return name;
 }
