@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "dispatch.hpp"
 #include "flashref/error.hpp"
 
 namespace flashref::cuda {
@@ -91,7 +92,7 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
   const Family f = choose_family(arch, dtype, d, allow_tf32, o);
   const std::string name = family_name(f);
   const std::string not_hopper = why_not_hopper(arch, dtype, d);
-  const long long compiled = d <= 64 ? 64 : d <= 128 ? 128 : 256;
+  const int compiled = family_head_dim(f, d);
   const std::string padded =
       d == compiled ? ""
                     : " (d = " + std::to_string(d) + " padded to " + std::to_string(compiled) + ")";
