@@ -14,17 +14,8 @@ source scripts/device-call-lib.sh
 h200=0
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && h200=1
 ((h200)) && goal_table 200
-for round in 0 1; do
-  fams=(sm80 auto); ((round)) && fams=(auto sm80)
-  for shape in 32,16,1024,1024,32 1,16,16384,16384,32 8,16,2048,2048,256 1,16,8192,8192,256; do
-    for f in "${fams[@]}"; do
-      export FLASHREF_CUDA_FAMILY=$f
-      fwd "$f" $shape
-      bwd "$f" $shape
-    done
-  done
-done | tee "$OUT/times.txt"
-unset FLASHREF_CUDA_FAMILY
+family_rounds sm80 auto 32,16,1024,1024,32 1,16,16384,16384,32 8,16,2048,2048,256 \
+  1,16,8192,8192,256 | tee "$OUT/times.txt"
 step tests-sm80 150 env OUT="$OUT/sm80" bash scripts/device-run tests-sm80
 cat "$OUT/sm80/summary.txt" >>"$T" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/sm80.tgz" sm80 && rm -rf "$OUT/sm80"  # (a call brings back 8 files)
