@@ -10,6 +10,8 @@
 #                              "bench bwd LABEL SHAPE [(pass, median ms)]"
 #   bwd_rounds TUNE SHAPE...   bwd of the default and of TUNE on each SHAPE, two rounds, the
 #                              order turned in the second
+#   family_rounds A B SHAPE...  fwd and bwd under FLASHREF_CUDA_FAMILY=A and =B on each SHAPE,
+#                              two rounds, the order turned in the second
 #   tuned TUNE PROGRAM         a wrapper script that runs PROGRAM under FLASHREF_CUDA_TUNE=TUNE
 #                              (for scripts/cuda-bits' OLD and NEW)
 #   python_suite END           builds the Python package there (device-run python-build) and runs
@@ -57,6 +59,20 @@ bwd_rounds() {
     ((round)) && tunes=("$tune" "")
     for shape in "$@"; do
       for tu in "${tunes[@]}"; do bwd "${tu:-default}" "$shape" "$tu"; done
+    done
+  done
+}
+family_rounds() {
+  local fa=$1 fb=$2 round shape f fams
+  shift 2
+  for round in 0 1; do
+    fams=("$fa" "$fb")
+    ((round)) && fams=("$fb" "$fa")
+    for shape in "$@"; do
+      for f in "${fams[@]}"; do
+        FLASHREF_CUDA_FAMILY=$f fwd "$f" "$shape"
+        FLASHREF_CUDA_FAMILY=$f bwd "$f" "$shape"
+      done
     done
   done
 }

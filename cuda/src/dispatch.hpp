@@ -18,8 +18,7 @@ constexpr int compiled_head_dim(long long d) {
 }
 
 // The compiled head dim that runs d in family `f`: the wgmma families are compiled for 64 and
-// 128 (sm90 for 256 too) and not for 32, so d <= 32 (under FLASHREF_CUDA_FAMILY=sm90) runs on 64
-// there; the others as above.
+// 128 (sm90 for 256 too) and not for 32, so d <= 32 runs on 64 there; the others as above.
 constexpr int family_head_dim(Family f, long long d) {
   if (f == Family::sm90_3xtf32) return d <= 64 ? 64 : d <= 128 ? 128 : 0;
   if (f == Family::sm90) return d <= 64 ? 64 : compiled_head_dim(d);

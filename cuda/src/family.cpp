@@ -32,15 +32,12 @@ FamilyOverride family_override_from(const char* value) {
   if (v == "sm80") return FamilyOverride::sm80;
   if (v == "3xtf32") return FamilyOverride::three_tf32;
   if (v == "ffma") return FamilyOverride::ffma;
-  if (v == "sm90") return FamilyOverride::sm90;
   throw InvalidArgument("FLASHREF_CUDA_FAMILY",
                         "\"" + v +
                             "\" is not a family choice: use auto (the default), sm80 (bf16/f16 on "
                             "the mma.sync kernels, not sm90), 3xtf32 (exact float32 as 3xTF32 "
-                            "on the mma.sync kernels), ffma (exact float32 on the FMA units, "
-                            "not as 3xTF32 on wgmma) or sm90 (bf16/f16 on the wgmma kernels at "
-                            "every d up to 256: d <= 32 padded to 64, the backward above 128 "
-                            "on mma.sync)");
+                            "on the mma.sync kernels) or ffma (exact float32 on the FMA units, "
+                            "not as 3xTF32 on wgmma)");
 }
 
 bool sm90_built() {
@@ -52,28 +49,28 @@ bool sm90_built() {
 }
 
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
-  // sm90 and sm90_3xtf32 are compiled for head dims 64 and 128: d in 33..128 runs there (padded
-  // up), the rest on sm80 or ffma (docs/cuda.md). The sm90 override takes bf16/f16 at d <= 32 to
-  // sm90 too, padded to 64, and d in 129..256 to its d = 256 forward (the backward there is
-  // sm80's). sm_90a code runs on compute capability 9.0 only. A build without 90a in
-  // CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
+  // bf16/f16 take sm90 at every head dim up to 256: d <= 64 on its d = 64 kernels (padded up;
+  // d <= 32 too, run 48b), up to 128 on d = 128's, and up to 256 on d = 256's forward with the
+  // mma.sync backward (kernels/sm90/launch.cuh). Exact float32 takes sm90_3xtf32 at d in
+  // 33..128, its compiled 64 and 128, and ffma elsewhere (docs/cuda.md). sm_90a code runs on
+  // compute capability 9.0 only. A build without 90a in CMAKE_CUDA_ARCHITECTURES has no sm90
+  // kernels (flashref_cuda_instances).
   const bool hopper_arch = sm90_built() && arch == 90;
-  const bool hopper = hopper_arch && d > 32 && d <= 128;
   if (dtype == DType::f32) {
+    const bool hopper = hopper_arch && d > 32 && d <= 128;
     if (allow_tf32) return Family::sm80_tf32;
     if (o == FamilyOverride::three_tf32 && d <= kMaxTf32HeadDim) return Family::sm80_3xtf32;
     return hopper && o != FamilyOverride::ffma ? Family::sm90_3xtf32 : Family::ffma;
   }
-  const bool hopper_16bit = o == FamilyOverride::sm90 ? hopper_arch && d <= 256 : hopper;
-  if (hopper_16bit && d % 8 == 0 && o != FamilyOverride::sm80) return Family::sm90;
+  if (hopper_arch && d <= 256 && d % 8 == 0 && o != FamilyOverride::sm80) return Family::sm90;
   return Family::sm80;
 }
 
 namespace {
 
 // Why the wgmma family of `dtype` (sm90; sm90_3xtf32 for float32) does not run head dim d on this
-// arch and build under override o, or "" when it does.
-std::string why_not_hopper(int arch, DType dtype, long long d, FamilyOverride o) {
+// arch and build, or "" when it does.
+std::string why_not_hopper(int arch, DType dtype, long long d) {
   if (!sm90_built()) {
     return "this build has no sm_90a kernels (CMAKE_CUDA_ARCHITECTURES lacks 90a)";
   }
@@ -81,19 +78,11 @@ std::string why_not_hopper(int arch, DType dtype, long long d, FamilyOverride o)
     return "compute capability " + std::to_string(arch / 10) + "." + std::to_string(arch % 10) +
            ": the wgmma kernels are sm_90a code, which runs on 9.0 only";
   }
-  if (dtype != DType::f32 && o == FamilyOverride::sm90) {
-    return d > 256 ? "the wgmma kernels take head dims up to 256, d = " + std::to_string(d) : "";
-  }
-  if (d > 128) {
-    return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128; bf16/f16 at "
-           "d <= 256 under FLASHREF_CUDA_FAMILY=sm90, the forward on wgmma), d = " +
+  if (dtype == DType::f32 && (d <= 32 || d > 128)) {
+    return "the 3xTF32 wgmma kernels are compiled for head dims 64 and 128 (d in 33..128), d = " +
            std::to_string(d) + " is not";
   }
-  if (d <= 32) {
-    return "the wgmma kernels are compiled for head dims 64 and 128 (d in 33..128; bf16/f16 at "
-           "d <= 32 too under FLASHREF_CUDA_FAMILY=sm90, padded to 64), d = " +
-           std::to_string(d) + " is not";
-  }
+  if (d > 256) return "the wgmma kernels take head dims up to 256, d = " + std::to_string(d);
   return "";
 }
 
@@ -102,7 +91,7 @@ std::string why_not_hopper(int arch, DType dtype, long long d, FamilyOverride o)
 std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o) {
   const Family f = choose_family(arch, dtype, d, allow_tf32, o);
   const std::string name = family_name(f);
-  const std::string not_hopper = why_not_hopper(arch, dtype, d, o);
+  const std::string not_hopper = why_not_hopper(arch, dtype, d);
   const int compiled = family_head_dim(f, d);
   const std::string padded =
       d == compiled ? ""
@@ -111,9 +100,8 @@ std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, F
     case Family::sm90:
       if (d > 128)
         return name + ": the forward on wgmma, TMA and warp specialization, the backward on " +
-               "mma.sync, compute capability 9.0" + padded + ", as FLASHREF_CUDA_FAMILY=sm90 asks";
-      return name + ": wgmma, TMA and warp specialization, compute capability 9.0" + padded +
-             (o == FamilyOverride::sm90 && d <= 32 ? ", as FLASHREF_CUDA_FAMILY=sm90 asks" : "");
+               "mma.sync, compute capability 9.0" + padded;
+      return name + ": wgmma, TMA and warp specialization, compute capability 9.0" + padded;
     case Family::sm90_3xtf32:
       return name + ": exact float32 as three TF32 wgmma a product, compute capability 9.0" +
              padded;

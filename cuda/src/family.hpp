@@ -36,17 +36,15 @@ inline constexpr int kMaxTf32HeadDim = 128;
 // FLASHREF_CUDA_FAMILY: what a user may force, to compare families on one card. Unset, empty
 // or "auto": the choice below; "sm80": bf16/f16 on the mma.sync kernels on a Hopper GPU;
 // "3xtf32": exact float32 as 3xTF32 on mma.sync (sm80_3xtf32) at d <= kMaxTf32HeadDim; "ffma":
-// exact float32 on the FMA units (not on sm90_3xtf32); "sm90": bf16/f16 on the wgmma kernels at
-// every head dim up to 256 (d <= 32 padded to 64; above 128 the forward on wgmma at 256 and the
-// backward on mma.sync), where the Hopper kernels can run at all.
-// Any other value is an InvalidArgument naming the variable.
-enum class FamilyOverride { none, sm80, three_tf32, ffma, sm90 };
+// exact float32 on the FMA units (not on sm90_3xtf32). Any other value is an InvalidArgument
+// naming the variable.
+enum class FamilyOverride { none, sm80, three_tf32, ffma };
 FamilyOverride family_override_from(const char* value);
 
 // `arch` is the device's compute capability as major * 10 + minor (80, 86, 90, ...). Every
 // device the backend accepts (sm_80 or newer) has a family for every dtype: bf16/f16 run on
-// sm90 on Hopper (arch 90) at the head dims it is compiled for (d in 33..128: compiled 64 and
-// 128; with the sm90 override d in 1..256), otherwise on sm80; float32 on sm80_tf32 with
+// sm90 on Hopper (arch 90) at every head dim up to 256 (compiled 64, 128 and 256, the last a
+// forward with sm80's backward), otherwise on sm80; float32 on sm80_tf32 with
 // allow_tf32, and exact on sm90_3xtf32 on Hopper at d in 33..128, elsewhere on ffma (the mma.sync
 // 3xTF32 kernels measured slower on the H200 in all but one pass: docs/cuda.md).
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o);
@@ -56,9 +54,9 @@ FamilyOverride family_override_from_env();
 Family choose_family(int arch, DType dtype, long long d, bool allow_tf32);
 
 // Why choose_family(arch, dtype, d, allow_tf32, o) picks the family it picks, in one line that
-// starts with the family's name ("sm80: mma.sync m16n8k16; the wgmma kernels are compiled for
-// head dims 64 and 128 (d in 33..128), d = 256 is not"): what a user whose problem did not run
-// on the Hopper kernels needs to know. The cuda backend's plan().
+// starts with the family's name ("sm80: mma.sync m16n8k16; compute capability 8.6: the wgmma
+// kernels are sm_90a code, which runs on 9.0 only"): what a user whose problem did not run on
+// the Hopper kernels, or ran on them padded, needs to know. The cuda backend's plan().
 std::string family_choice(int arch, DType dtype, long long d, bool allow_tf32, FamilyOverride o);
 
 // Whether this build compiled the sm90 family (CMAKE_CUDA_ARCHITECTURES has 90a).

@@ -35,9 +35,9 @@ def plan(backend: str, shape, *, heads_kv=None, mask: str = "none", dtype: str =
          allow_tf32: bool = False) -> str:
     """Which of `backend`'s kernels would run a problem of `shape` (B, H, S_q, S_k, d), and why,
     in one line; "" for a backend with one way to run everything. The cuda backend names its
-    kernel family: "sm80: mma.sync m16n8k16; the wgmma kernels are compiled for head dims 64
-    and 128 (d in 33..128), d = 256 is not" says that a problem did not reach the Hopper
-    kernels, and why. heads_kv: H_kv (default H). Launches nothing."""
+    kernel family: "sm80: mma.sync m16n8k16; compute capability 8.6: the wgmma kernels are
+    sm_90a code, which runs on 9.0 only" says that a problem did not reach the Hopper kernels,
+    and why. heads_kv: H_kv (default H). Launches nothing."""
     B, H, S_q, S_k, d = shape
     return _core.plan(backend, B, H, H if heads_kv is None else heads_kv, S_q, S_k, d, mask,
                       dtype, allow_tf32)

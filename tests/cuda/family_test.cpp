@@ -22,12 +22,14 @@ Problem problem(DType dtype, std::int64_t d) {
   return p;
 }
 
-// d = 256: sm80 for bf16/f16 on every arch by default (the sm90 cases are below).
+// d = 256: sm80 for bf16/f16 on every arch but Hopper (the sm90 cases are below).
 TEST(CudaFamily, ChosenFromDtypeAndAllowTf32OnEveryAcceptedArch) {
   const FamilyOverride none = FamilyOverride::none;
-  for (int arch : {80, 86, 89, 90}) {
+  for (int arch : {80, 86, 89}) {
     EXPECT_EQ(choose_family(arch, DType::bf16, 256, false, none), Family::sm80) << arch;
     EXPECT_EQ(choose_family(arch, DType::f16, 256, true, none), Family::sm80) << arch;
+  }
+  for (int arch : {80, 86, 89, 90}) {
     // Exact float32 at d = 256: the FMA units on every arch (no tensor-core kernel is compiled).
     EXPECT_EQ(choose_family(arch, DType::f32, 256, false, FamilyOverride::none), Family::ffma)
         << arch;
@@ -63,16 +65,13 @@ TEST(CudaFamily, Bf16AndF16RunOnSm90OnHopperAtTheHeadDimsItIsCompiledFor) {
   // What this build and this environment allow (FLASHREF_CUDA_FAMILY=sm80 keeps mma.sync).
   const FamilyOverride env = family_override_from(std::getenv("FLASHREF_CUDA_FAMILY"));
   const Family hopper = sm90_built() && env != FamilyOverride::sm80 ? Family::sm90 : Family::sm80;
-  // d <= 32 and d in 129..256 run on sm90 only where FLASHREF_CUDA_FAMILY=sm90 asks.
-  const Family small = sm90_built() && env == FamilyOverride::sm90 ? Family::sm90 : Family::sm80;
   for (DType t : {DType::bf16, DType::f16}) {
-    EXPECT_EQ(choose_family(90, t, 64, false), hopper);
-    EXPECT_EQ(choose_family(90, t, 128, false), hopper);
+    // Every multiple of 8 up to 256: d <= 64 on the d = 64 kernels (d <= 32 padded, run 48b),
+    // up to 128 on d = 128's, up to 256 on d = 256's forward with the mma.sync backward.
+    for (long long d : {8, 16, 32, 40, 64, 96, 128, 136, 200, 256})
+      EXPECT_EQ(choose_family(90, t, d, false), hopper) << d;
     EXPECT_EQ(choose_family(90, t, 40, true), hopper);  // allow_tf32 changes nothing for 16-bit
-    // Outside 33..128 (compiled 64 and 128) the mma.sync kernels run.
-    EXPECT_EQ(choose_family(90, t, 32, false), small);
-    EXPECT_EQ(choose_family(90, t, 136, false), small);  // the override's d = 256 forward
-    EXPECT_EQ(choose_family(90, t, 256, false), small);
+    EXPECT_EQ(choose_family(90, t, 20, false), Family::sm80);  // 16-byte rows
     EXPECT_EQ(choose_family(90, t, 264, false), Family::sm80);
     // sm_90a code runs on compute capability 9.0 only; Ampere and later non-Hopper archs take sm80.
     EXPECT_EQ(choose_family(80, t, 64, false), Family::sm80);
@@ -113,31 +112,17 @@ TEST(CudaFamily, Float32RunsExactOn3xTf32WgmmaOrFfmaOr3xTf32WhenAskedOrOnTf32Whe
   EXPECT_TRUE(family_supports(Family::sm90_3xtf32, problem(DType::f32, 36)).ok);
   EXPECT_FALSE(family_supports(Family::sm90_3xtf32, problem(DType::f32, 34)).ok);
   // The override does not reach bf16/f16 unless it names their family.
-  EXPECT_EQ(choose_family(90, DType::bf16, 256, false, FamilyOverride::three_tf32), Family::sm80);
+  EXPECT_EQ(choose_family(86, DType::bf16, 256, false, FamilyOverride::three_tf32), Family::sm80);
   if (sm90_built()) {
+    EXPECT_EQ(choose_family(90, DType::bf16, 256, false, FamilyOverride::three_tf32), Family::sm90);
     EXPECT_EQ(choose_family(90, DType::bf16, 64, false, FamilyOverride::three_tf32), Family::sm90);
     EXPECT_EQ(choose_family(90, DType::bf16, 64, false, FamilyOverride::sm80), Family::sm80);
   }
 }
 
-// FLASHREF_CUDA_FAMILY=sm90: bf16/f16 on the wgmma kernels at every head dim they can run, d <= 32
-// (padded to 64) and 129..256 (d = 256's forward) included; float32 and what Hopper cannot run
-// choose as without it.
-TEST(CudaFamily, TheSm90OverrideTakesSmallAndLargeHeadDimsToWgmma) {
-  const FamilyOverride o = FamilyOverride::sm90;
-  const Family wgmma = sm90_built() ? Family::sm90 : Family::sm80;
-  for (DType t : {DType::bf16, DType::f16}) {
-    for (long long d : {8, 16, 24, 32, 40, 64, 96, 128, 136, 200, 256})
-      EXPECT_EQ(choose_family(90, t, d, false, o), wgmma) << d;
-    EXPECT_EQ(choose_family(90, t, 20, false, o), Family::sm80);  // 16-byte rows
-    EXPECT_EQ(choose_family(90, t, 264, false, o), Family::sm80);
-    EXPECT_EQ(choose_family(86, t, 32, false, o), Family::sm80);
-    EXPECT_EQ(choose_family(80, t, 64, false, o), Family::sm80);
-  }
-  for (long long d : {8, 32, 64, 256})
-    EXPECT_EQ(choose_family(90, DType::f32, d, false, o),
-              choose_family(90, DType::f32, d, false, FamilyOverride::none))
-        << d;
+// The compiled head dim each family runs d on: the wgmma families have no 32 (d <= 32 runs on
+// sm90's 64) and sm90_3xtf32 no 256.
+TEST(CudaFamily, EachFamilyRunsDOnItsCompiledHeadDims) {
   EXPECT_EQ(family_head_dim(Family::sm90, 8), 64);
   EXPECT_EQ(family_head_dim(Family::sm90, 32), 64);
   EXPECT_EQ(family_head_dim(Family::sm90, 96), 128);
@@ -147,21 +132,6 @@ TEST(CudaFamily, TheSm90OverrideTakesSmallAndLargeHeadDimsToWgmma) {
   EXPECT_EQ(family_head_dim(Family::sm80, 32), 32);
   EXPECT_EQ(family_head_dim(Family::sm80, 200), 256);
   EXPECT_EQ(family_head_dim(Family::ffma, 16), 32);
-  if (sm90_built()) {
-    const std::string why = family_choice(90, DType::bf16, 32, false, o);
-    EXPECT_EQ(why.rfind("sm90: ", 0), 0u) << why;
-    EXPECT_NE(why.find("d = 32 padded to 64"), std::string::npos) << why;
-    EXPECT_NE(why.find("FLASHREF_CUDA_FAMILY=sm90"), std::string::npos) << why;
-    const std::string unforced = family_choice(90, DType::bf16, 32, false, FamilyOverride::none);
-    EXPECT_EQ(unforced.rfind("sm80: ", 0), 0u) << unforced;
-    EXPECT_NE(unforced.find("FLASHREF_CUDA_FAMILY=sm90"), std::string::npos) << unforced;
-    const std::string large = family_choice(90, DType::bf16, 200, false, o);
-    EXPECT_EQ(large.rfind("sm90: ", 0), 0u) << large;
-    EXPECT_NE(large.find("the backward on mma.sync"), std::string::npos) << large;
-    EXPECT_NE(large.find("d = 200 padded to 256"), std::string::npos) << large;
-    const std::string odd = family_choice(90, DType::bf16, 20, false, o);
-    EXPECT_NE(odd.find("not a multiple of 8"), std::string::npos) << odd;
-  }
 }
 
 TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32OrFfmaAndAnythingElseIsNamed) {
@@ -171,8 +141,7 @@ TEST(CudaFamily, TheEnvironmentChoiceIsAutoSm80Or3xTf32OrFfmaAndAnythingElseIsNa
   EXPECT_EQ(family_override_from("sm80"), FamilyOverride::sm80);
   EXPECT_EQ(family_override_from("3xtf32"), FamilyOverride::three_tf32);
   EXPECT_EQ(family_override_from("ffma"), FamilyOverride::ffma);
-  EXPECT_EQ(family_override_from("sm90"), FamilyOverride::sm90);
-  for (const char* wrong : {"sm90a", "fma"}) {
+  for (const char* wrong : {"sm90", "sm90a", "fma"}) {
     try {
       family_override_from(wrong);
       ADD_FAILURE() << "an unknown value must be refused: " << wrong;
@@ -192,11 +161,12 @@ TEST(CudaFamily, TheChoiceSaysWhichFamilyAndWhy) {
   };
   for (DType t : {DType::bf16, DType::f16}) {
     const std::string d256 = family_choice(90, t, 256, false, none);
-    EXPECT_EQ(d256.rfind("sm80: ", 0), 0u) << d256;
-    EXPECT_TRUE(sm90_built()
-                    ? has(d256, "compiled for head dims 64 and 128") && has(d256, "d = 256 is not")
-                    : has(d256, "lacks 90a"))
+    EXPECT_TRUE(sm90_built() ? d256.rfind("sm90: ", 0) == 0 && has(d256, "the backward on mma.sync")
+                             : d256.rfind("sm80: ", 0) == 0 && has(d256, "lacks 90a"))
         << d256;
+    const std::string d264 = family_choice(90, t, 264, false, none);
+    EXPECT_EQ(d264.rfind("sm80: ", 0), 0u) << d264;
+    EXPECT_TRUE(sm90_built() ? has(d264, "up to 256") : has(d264, "lacks 90a")) << d264;
     const std::string ampere = family_choice(86, t, 64, false, none);
     EXPECT_EQ(ampere.rfind("sm80: ", 0), 0u) << ampere;
     EXPECT_TRUE(sm90_built() ? has(ampere, "compute capability 8.6") : has(ampere, "lacks 90a"))
@@ -208,6 +178,9 @@ TEST(CudaFamily, TheChoiceSaysWhichFamilyAndWhy) {
       const std::string d96 = family_choice(90, t, 96, false, none);
       EXPECT_EQ(d96.rfind("sm90: ", 0), 0u) << d96;
       EXPECT_TRUE(has(d96, "d = 96 padded to 128")) << d96;
+      EXPECT_TRUE(has(family_choice(90, t, 32, false, none), "d = 32 padded to 64"));
+      EXPECT_TRUE(has(family_choice(90, t, 200, false, none), "d = 200 padded to 256"));
+      EXPECT_TRUE(has(family_choice(90, t, 20, false, none), "not a multiple of 8"));
     }
   }
   // Every choice starts with the chosen family's name.
@@ -215,8 +188,8 @@ TEST(CudaFamily, TheChoiceSaysWhichFamilyAndWhy) {
     for (DType t : {DType::bf16, DType::f16, DType::f32}) {
       for (long long d : {8, 20, 32, 40, 64, 96, 128, 256}) {
         for (bool tf32 : {false, true}) {
-          for (FamilyOverride o : {none, FamilyOverride::sm80, FamilyOverride::three_tf32,
-                                   FamilyOverride::ffma, FamilyOverride::sm90}) {
+          for (FamilyOverride o :
+               {none, FamilyOverride::sm80, FamilyOverride::three_tf32, FamilyOverride::ffma}) {
             const std::string name = family_name(choose_family(arch, t, d, tf32, o));
             const std::string why = family_choice(arch, t, d, tf32, o);
             EXPECT_EQ(why.rfind(name + ": ", 0), 0u) << why;
@@ -228,7 +201,9 @@ TEST(CudaFamily, TheChoiceSaysWhichFamilyAndWhy) {
   }
   const std::string ffma = family_choice(90, DType::f32, 256, false, none);
   EXPECT_EQ(ffma.rfind("ffma: ", 0), 0u) << ffma;
-  EXPECT_TRUE(sm90_built() ? has(ffma, "d = 256 is not") : has(ffma, "lacks 90a")) << ffma;
+  EXPECT_TRUE(sm90_built() ? has(ffma, "3xTF32") && has(ffma, "d = 256 is not")
+                           : has(ffma, "lacks 90a"))
+      << ffma;
   EXPECT_TRUE(has(family_choice(90, DType::f32, 64, false, FamilyOverride::ffma),
                   "FLASHREF_CUDA_FAMILY=ffma"));
   EXPECT_TRUE(has(family_choice(90, DType::f32, 64, true, none), "allow_tf32"));
@@ -299,8 +274,8 @@ TEST(CudaDqStrategy, FusedWorkspaceIsTheAccumulatorAndTheCounters) {
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::separate_pass).tile_counters, 0);
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_atomic).tile_counters, 1);
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).tile_counters, 1);
-  // d <= 32 runs on sm90 padded to 64 (FLASHREF_CUDA_FAMILY=sm90): the accumulator's rows are the
-  // kernel's 64 columns, not the mma.sync kernels' 32.
+  // d <= 32 runs on sm90 padded to 64: the accumulator's rows are the kernel's 64 columns, not
+  // the mma.sync kernels' 32.
   a.d = 32;
   EXPECT_EQ(fused_dq_workspace(a, DqStrategy::fused_ordered).accum_floats, rows * 64);
 }

@@ -393,9 +393,9 @@ struct FwdConfig<Element, 128> {
   using Unfolded = FwdTraits<Element, 128, 2, 3, true, 128, true>;
 };
 
-// d = 256 (run under FLASHREF_CUDA_FAMILY=sm90 until measured; its backward is the mma.sync
-// kernels', launch.cuh): two consumers of 64 rows over key tiles of 64, two stages, persistent,
-// O written from the registers (its tile does not fit a K tile), the rescale deferred. What
+// d = 256 (d in 129..256; its backward is the mma.sync kernels', launch.cuh): two consumers of
+// 64 rows over key tiles of 64, two stages, persistent, O written from the registers (its tile
+// does not fit a K tile), the rescale deferred. What
 // fits: O's accumulator is 128 registers a thread (64 x 256 over a warpgroup), S's 32 at B_k =
 // 64; shared memory Q 64 KiB and K and V 32 KiB each a stage: 192 KiB at two stages (three would
 // take 256). FlashAttention-3 takes 128 x 80 at d = 256, with the same two consumers. Run 48b
