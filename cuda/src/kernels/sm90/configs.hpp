@@ -401,6 +401,8 @@ struct FwdConfig<Element, 128> {
 // take 256). FlashAttention-3 takes 128 x 80 at d = 256, with the same two consumers. Run 48b
 // (bench/results/2026-12-07-h100-run48b, H100, medians of 30, two rounds, causal S = 8k B 1 H 16,
 // ms, the mma.sync forward -> this one): 2.6679, 2.6679 -> 1.7488, 1.7603 (206 -> 313 TFLOP/s).
+// Run 49a (bench/results/2026-12-07-h100-run49a, the same rounds): S = 2k B 8 1.4918, 1.4922 ->
+// 0.6367, 0.6378 (184 -> 431 TFLOP/s); S = 8k 2.693, 2.713 -> 1.747, 1.765.
 template <typename Element>
 struct FwdConfig<Element, 256> {
   using Base = FwdTraitsFoldScale<Element, 256, 2, 2, true, 64, true>;
