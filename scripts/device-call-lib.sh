@@ -16,9 +16,9 @@
 #                              (for scripts/cuda-bits' OLD and NEW)
 #   python_suite END           builds the Python package there (device-run python-build) and runs
 #                              python/tests on the GPU until SECONDS = END: $OUT/pytest.log
-#   goal_table END             builds the Python package there and runs the goal's table beside
+#   goal_table END [TAG]       builds the Python package there and runs the goal's table beside
 #                              the peers (bench/interleaved.py) until SECONDS = END:
-#                              $OUT/interleaved.{json,log}
+#                              $OUT/interleaved[TAG].{json,log}
 #   suites END                 `scripts/device-run tests sanitize` until SECONDS = END, its
 #                              console into $T, its folder packed into $OUT/run.tgz (a call
 #                              brings back at most 8 files) and its summary.txt beside it
@@ -105,10 +105,11 @@ goal_table() {
   ((lim > 30)) || return 0
   local configs=leaderboard,leaderboard128,leaderboard-noncausal,$(printf 'fa3grid-s%s-d64,fa3grid-s%s-d128,' \
     1024 1024 2048 2048 4096 4096 8192 8192 16384 16384 32768 32768)f32,f32-d128,f32-b8-d128
+  local tag=${2:-}
   (cd bench && PYTHONPATH=$PWD/../build-python-device/site timeout $lim python3 interleaved.py \
-    --out $OUT/interleaved.json --configs $configs) >$OUT/interleaved.log 2>&1
-  echo "interleaved rc=$? $((SECONDS - t0))s" | tee -a $OUT/steps.txt
-  grep "^|" $OUT/interleaved.log | tail -22
+    --out $OUT/interleaved$tag.json --configs $configs) >$OUT/interleaved$tag.log 2>&1
+  echo "interleaved$tag rc=$? $((SECONDS - t0))s" | tee -a $OUT/steps.txt
+  grep "^|" $OUT/interleaved$tag.log | tail -22
 }
 suites() {
   local t0=$SECONDS
