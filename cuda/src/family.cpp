@@ -52,9 +52,9 @@ Family choose_family(int arch, DType dtype, long long d, bool allow_tf32, Family
   // bf16/f16 take sm90 at every head dim up to 256: d <= 64 on its d = 64 kernels (padded up;
   // d <= 32 too), up to 128 on d = 128's, and up to 256 on d = 256's forward with the mma.sync
   // backward (kernels/sm90/launch.cuh). Run 49a (H100, causal bf16, against sm80): d = 32 S = 1k
-  // forward -40%, backward -35%; d = 256 S = 2k forward -57%, backward level (docs/cuda.md). Exact
-  // float32 takes sm90_3xtf32 at d in 33..128, its compiled 64 and 128, and ffma elsewhere
-  // (docs/cuda.md). sm_90a code runs on compute capability 9.0 only. A build without 90a in
+  // forward -40%, backward -35%; d = 256 S = 2k forward -57%, backward level. Exact float32
+  // takes sm90_3xtf32 at d in 33..128, its compiled 64 and 128, and ffma elsewhere (docs/cuda.md
+  // has both). sm_90a code runs on compute capability 9.0 only. A build without 90a in
   // CMAKE_CUDA_ARCHITECTURES has no sm90 kernels (flashref_cuda_instances).
   const bool hopper_arch = sm90_built() && arch == 90;
   if (dtype == DType::f32) {
